@@ -1,0 +1,93 @@
+"""The read-only guarantee for remote commands (contract §6).
+
+Every command a live probe sends (over SSH or through ``pods/exec``) is an argv
+list checked here against ``rules/remote_commands.yaml`` *before* it is sent.
+Anything not on the list raises ``CommandRefused``; nothing is ever sent through
+a shell without ``shlex.quote`` of each (already validated) argument.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+
+class CommandRefused(Exception):
+    """A command that is not on the read-only allow-list; it was not sent."""
+
+
+@dataclass(frozen=True)
+class _Program:
+    name: str
+    subcommand: tuple[str, ...]
+    args: tuple[re.Pattern, ...]
+    wraps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AllowList:
+    forbidden_chars: frozenset[str]
+    programs: dict[str, _Program]
+
+    def check(self, argv: list[str] | tuple[str, ...]) -> list[str]:
+        """Return ``argv`` as a list if allowed, else raise ``CommandRefused``."""
+        argv = list(argv)
+        if not argv:
+            raise CommandRefused("empty command")
+        for arg in argv:
+            if not isinstance(arg, str):
+                raise CommandRefused(f"non-string argument {arg!r}")
+            bad = sorted(set(arg) & self.forbidden_chars)
+            if bad or "\x00" in arg:
+                raise CommandRefused(f"argument {arg!r} contains forbidden characters {''.join(bad)!r}")
+        self._check(argv, depth=0)
+        return argv
+
+    def _check(self, argv: list[str], depth: int) -> None:
+        name = argv[0]
+        program = self.programs.get(name)
+        if program is None:
+            raise CommandRefused(f"program {name!r} is not on the read-only allow-list")
+        rest = argv[1:]
+        if program.subcommand:
+            n = len(program.subcommand)
+            if tuple(rest[:n]) != program.subcommand:
+                raise CommandRefused(
+                    f"{name}: only '{' '.join(program.subcommand)}' is allowed, got {' '.join(rest[:n])!r}")
+            rest = rest[n:]
+        for i, arg in enumerate(rest):
+            if program.wraps and arg in program.wraps and depth == 0:
+                self._check(rest[i:], depth=1)
+                return
+            if not any(p.fullmatch(arg) for p in program.args):
+                raise CommandRefused(f"{name}: argument {arg!r} is not allowed")
+        if program.wraps:
+            raise CommandRefused(f"{name}: must wrap one of {', '.join(program.wraps)}")
+
+    def shell_line(self, argv: list[str]) -> str:
+        """The checked argv as one quoted command line for SSH exec."""
+        return " ".join(shlex.quote(a) for a in self.check(argv))
+
+
+@lru_cache(maxsize=1)
+def load_allowlist() -> AllowList:
+    text = resources.files("rlhealth.rules").joinpath("remote_commands.yaml").read_text()
+    data = yaml.safe_load(text)
+    programs = {}
+    for name, spec in data["programs"].items():
+        programs[name] = _Program(
+            name=name,
+            subcommand=tuple(spec.get("subcommand") or ()),
+            args=tuple(re.compile(p) for p in spec.get("args") or ()),
+            wraps=tuple(spec.get("wraps") or ()),
+        )
+    return AllowList(forbidden_chars=frozenset(data["forbidden_chars"]), programs=programs)
+
+
+def check_command(argv: list[str] | tuple[str, ...]) -> list[str]:
+    """Module-level shortcut: validate ``argv`` against the packaged allow-list."""
+    return load_allowlist().check(argv)

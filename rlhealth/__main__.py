@@ -1,0 +1,3 @@
+from rlhealth.cli import main
+
+raise SystemExit(main())

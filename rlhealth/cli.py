@@ -1,0 +1,183 @@
+"""Command line (contract §5).
+
+Exit status: 0 NO-KILL, 10 KILL, 20 ERROR verdict, 2 usage error, 1 internal failure.
+A JSON run always prints a valid ``rlhealth.report/v1`` document, even on internal failure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+
+EXIT_NO_KILL = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_KILL = 10
+EXIT_ERROR = 20
+VERDICT_EXIT = {"NO-KILL": EXIT_NO_KILL, "KILL": EXIT_KILL, "ERROR": EXIT_ERROR}
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse exits 2 on usage errors; keep that, with our prefix
+        self.print_usage(sys.stderr)
+        print(f"rlhealth: usage error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def parse_now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(timezone.utc)
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise UsageError(f"--now: not an ISO-8601 time: {text!r}") from exc
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t.astimezone(timezone.utc)
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``30m``, ``2h``, ``1d`` or plain seconds -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t)
+    except ValueError as exc:
+        raise UsageError(f"not a duration: {text!r} (use e.g. 30m, 2h, 90s)") from exc
+    if value <= 0:
+        raise UsageError(f"duration must be positive: {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rlhealth", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def output_args(p):
+        p.add_argument("--format", choices=["markdown", "json"], default="markdown")
+        p.add_argument("--now", help="evaluation time, ISO-8601 (default: wall clock)")
+        p.add_argument("--max-age", default="30m", help="freshness limit for a non-terminal job (default 30m)")
+        p.add_argument("--mode", choices=["agentic", "standard"], help="override the mode read from the launch config")
+
+    d = sub.add_parser("diagnose", help="offline diagnosis of one evidence bundle")
+    d.add_argument("bundle", type=Path)
+    d.add_argument("--capture", help="capture stamp to use (default: newest)")
+    output_args(d)
+
+    p = sub.add_parser("probe", help="live read-only capture into the bundle, then diagnose it")
+    p.add_argument("--backend", choices=["iris", "slurm"], required=True)
+    p.add_argument("--job", required=True, help="Iris /<user>/<job> or Slurm job id")
+    p.add_argument("--bundle-root", type=Path, default=Path.home() / "Documents" / "iris-job-bundles")
+    p.add_argument("--deadline", default="5m", help="overall probe deadline (default 5m)")
+    p.add_argument("--command-timeout", default="60s", help="per command / API call timeout (default 60s)")
+    p.add_argument("--cluster", help="Iris cluster name (iris) or bundle cluster name (slurm, default jsc-jupiter)")
+    # slurm backend
+    p.add_argument("--host", help="slurm: ssh alias or host of the login node")
+    p.add_argument("--experiment-dir", help="slurm: absolute experiment directory")
+    p.add_argument("--ssh-config", type=Path, default=Path.home() / ".ssh" / "config")
+    p.add_argument("--known-hosts", type=Path, default=Path.home() / ".ssh" / "known_hosts")
+    # iris backend
+    p.add_argument("--kubeconfig", type=Path)
+    p.add_argument("--context")
+    p.add_argument("--namespace", default="iris")
+    p.add_argument("--polls", type=int, default=3, help="iris: GPU polls per pod (default 3)")
+    p.add_argument("--poll-interval", default="10s", help="iris: spacing of GPU polls (default 10s)")
+    output_args(p)
+
+    a = sub.add_parser("audit", help="read-only audit of a terminal run and its completion record")
+    a.add_argument("run", type=Path)
+    a.add_argument("--bundle", type=Path)
+    a.add_argument("--export-dir", type=Path)
+    a.add_argument("--published-dir", type=Path)
+    a.add_argument("--policy", help="declared checkpoint selection rule, e.g. ema-reward:alpha=1/3")
+    a.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    a.add_argument("--now", help="evaluation time, ISO-8601 (default: wall clock)")
+
+    e = sub.add_parser("examples", help="list the example incidents shipped with the package")
+    e.add_argument("--path", metavar="NAME", help="print the bundle path of one example")
+    return parser
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+def _cmd_diagnose(args, bundle: Path, now: datetime) -> int:
+    from rlhealth.diagnose import diagnose
+    from rlhealth.render import render
+
+    report = diagnose(bundle, now=now, max_age_s=parse_duration(args.max_age),
+                      mode_override=args.mode, capture=getattr(args, "capture", None))
+    _emit(render(report, args.format))
+    return VERDICT_EXIT[report.verdict]
+
+
+def _cmd_probe(args, now: datetime) -> int:
+    if args.backend == "slurm":
+        from rlhealth.probes import slurm as backend
+    else:
+        from rlhealth.probes import kubernetes as backend
+    bundle = backend.capture(args, now=now)
+    return _cmd_diagnose(args, bundle, now)
+
+
+def _cmd_audit(args, now: datetime) -> int:
+    from rlhealth.audit import run_audit
+    text, code = run_audit(args, now=now)
+    _emit(text)
+    return code
+
+
+def _cmd_examples(args) -> int:
+    root = resources.files("rlhealth.examples")
+    names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    if args.path:
+        if args.path not in names:
+            raise UsageError(f"unknown example {args.path!r}; known: {', '.join(names)}")
+        _emit(str(root.joinpath(args.path)))
+    else:
+        _emit("\n".join(names))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fmt = getattr(args, "format", "markdown")
+    try:
+        now = parse_now(getattr(args, "now", None))
+        if args.command == "diagnose":
+            return _cmd_diagnose(args, args.bundle, now)
+        if args.command == "probe":
+            return _cmd_probe(args, now)
+        if args.command == "audit":
+            return _cmd_audit(args, now)
+        if args.command == "examples":
+            return _cmd_examples(args)
+    except UsageError as exc:
+        print(f"rlhealth: usage error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # internal failure: still a valid report for JSON consumers
+        print(f"rlhealth: internal failure: {type(exc).__name__}: {exc}", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        if fmt == "json" and args.command in ("diagnose", "probe"):
+            from rlhealth.report import internal_failure_report
+            bundle = getattr(args, "bundle", None) or getattr(args, "bundle_root", None)
+            _emit(json.dumps(internal_failure_report(str(bundle), f"{type(exc).__name__}: {exc}"),
+                             indent=2, sort_keys=True))
+        return EXIT_INTERNAL
+    return EXIT_USAGE
