@@ -1,0 +1,84 @@
+"""``rlhealth audit RUN``: read-only audit of a terminal RL run and its completion record.
+
+Seeds 000-002 (standard and agentic cleanup runbooks), reference marin-artifacts §6. The audit
+classifies the run from its resolved configuration, establishes the terminal state, inventories
+the evidence chain, validates every saved checkpoint and export, applies a declared selection
+policy (``rlhealth.audit.policy``), optionally verifies a downloaded published model, and prints
+the completion record (Markdown via ``reports/templates/audit.md.j2``, or JSON
+``rlhealth.audit/v1`` per ``rlhealth/schema/audit.schema.json``). It writes nothing: every read is
+confined to the given directories (``rlhealth.audit.safefs``).
+
+Exit codes:
+  0   audit complete: no blocking problem (warnings may remain; selection may be "unresolved")
+  20  audit found blocking problems or could not complete (run not terminal or state unknown,
+      required evidence absent, an invalid export / latest checkpoint, a declared policy that
+      chose nothing, an incomplete publication, credential-shaped text, an unsafe path)
+  2   usage error (RUN is not a directory, a bad --policy)
+  1   internal failure (a record with status "internal-failure" is still printed; no traceback)
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+EXIT_COMPLETE = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_BLOCKED = 20
+
+
+def render_json(record: dict) -> str:
+    return json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def render_markdown(record: dict) -> str:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("rlhealth.reports", "templates"),
+                             undefined=jinja2.StrictUndefined, autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    return env.get_template("audit.md.j2").render(r=record)
+
+
+def internal_failure_record(args, now: datetime, message: str) -> dict:
+    from rlhealth.audit.core import SCHEMA
+    from rlhealth.redact import redact
+
+    return {"schema": SCHEMA, "evaluated_at": now.isoformat().replace("+00:00", "Z"),
+            "run": {"path": str(getattr(args, "run", "")), "bundle": None, "export_dir": None, "published_dir": None, "job_id": None},
+            "status": "internal-failure", "error": redact(message)}
+
+
+def run_audit(args, now: datetime) -> tuple[str, int]:
+    from rlhealth.cli import UsageError
+
+    from rlhealth.audit import policy as P
+
+    run = Path(args.run)
+    if not run.is_dir():
+        raise UsageError(f"RUN is not a directory: {run}")
+    for flag in ("bundle", "export_dir", "published_dir"):
+        v = getattr(args, flag, None)
+        if v is not None and not Path(v).exists():
+            raise UsageError(f"--{flag.replace('_', '-')}: no such path: {v}")
+    try:
+        policy = P.parse_policy(getattr(args, "policy", None))
+    except P.PolicyError as exc:
+        raise UsageError(f"--policy: {exc}") from exc
+    fmt = getattr(args, "format", "markdown")
+    try:
+        from rlhealth.audit.core import build_record
+
+        record = build_record(run, getattr(args, "bundle", None), getattr(args, "export_dir", None),
+                              getattr(args, "published_dir", None), policy, now)
+        code = EXIT_BLOCKED if record["status"] == "blocked" else EXIT_COMPLETE
+        record["exit_code"] = code
+        return (render_json(record) if fmt == "json" else render_markdown(record)), code
+    except Exception as exc:  # never a traceback to the user: a record that says what failed
+        rec = internal_failure_record(args, now, f"{type(exc).__name__}: {exc}")
+        rec["exit_code"] = EXIT_INTERNAL
+        if fmt == "json":
+            return render_json(rec), EXIT_INTERNAL
+        return (f"RL-RUN-AUDIT — {rec['run']['path']} — evaluated {rec['evaluated_at']}\n\n"
+                f"STATUS: internal-failure\nERROR: {rec['error']}\n"), EXIT_INTERNAL

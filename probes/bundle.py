@@ -1,0 +1,503 @@
+"""The evidence-bundle reader: the one replay path for offline and live diagnoses.
+
+Reads a MarinSkyRL syncdown (Iris ``jobs/<cluster>/<user>/<job>/`` or Jupiter
+``jobs/jsc-jupiter/slurm/<id>/``) plus rlhealth's own ``rlhealth/captures/<stamp>/``
+(contract §2), never modifying anything. Every log file is scanned once with the
+compiled signature + extractor database; matched lines are routed to the pure
+parsers. The result (``BundleRead``) holds parsed summaries and a list of evidence
+problems; turning it into rule-engine facts is ``rlhealth.observe``'s job.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlhealth.catalog import Catalog, Signature
+from rlhealth.facts import Evidence, Occurrence, ProblemNote
+from rlhealth.probes.capture import CAPTURES_DIR
+from rlhealth.probes.parse import trainer as tp
+from rlhealth.probes.parse import vllm as vp
+from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
+from rlhealth.probes.parse.trials import TrialSummary, summarize_trials
+from rlhealth.probes.scan import LineHit, Pattern, Scanner, strip_actor_prefix
+from rlhealth.probes.textio import JsonReadError, read_json, safe_walk
+
+LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
+NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
+MAX_KEPT_OCCURRENCES = 3
+
+EXTRACTORS: dict[str, str] = {
+    "x_boundary": r"task=\S+/0 \| \[iris setup\] step 1/2",
+    "x_wandb": r"WANDB_MIRROR\s+kind=",
+    "x_dict_end": r"'trainer/global_step':\s*[0-9]+\s*,?\s*\}",
+    "x_step_progress": r"Training Step Progress:",
+    "x_phase": r"(?:Started|Finished): '[A-Za-z0-9_./-]+'",
+    "x_genbuf": r"Generation Buffer Progress:",
+    "x_stats": r"Avg generation throughput: [0-9.]+ tokens/s",
+    "x_eager": r"(?:enforce_eager\s*[=:]|Cudagraph is disabled under eager mode|Enforce eager set|Graph capturing finished)",
+    "x_batch": r"Batch generation complete: [0-9]+/[0-9]+ successful",
+    "x_excbreak": r"Exception breakdown: \{",
+    "x_use_tis": r"use_tis[\"']?\s*[:=]",
+    "x_weight_reload": r"(?:finish_weight_reload|initialize_layerwise_reload)",
+    "x_generator_init": r"TerminalBenchGenerator initialized",
+    "x_source_rev": r"MarinSkyRL now at [0-9a-f]{7,40}",
+    "x_resumed": r"Resumed training from global_step [0-9]+",
+}
+TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
+_SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
+_EXCEPTION_LINE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Abort)\b.*")
+
+
+@dataclass
+class SignatureAgg:
+    """Occurrences of one signature: count, a few kept, first per attempt."""
+    signature: Signature
+    count: int = 0
+    kept: list[Occurrence] = field(default_factory=list)
+    last: Occurrence | None = None
+    first_by_attempt: dict[int, Occurrence] = field(default_factory=dict)
+    files: set[str] = field(default_factory=set)
+
+    def add(self, occ: Occurrence) -> None:
+        self.count += 1
+        self.files.add(occ.source)
+        if len(self.kept) < MAX_KEPT_OCCURRENCES:
+            self.kept.append(occ)
+        self.last = occ
+        key = occ.attempt if occ.attempt is not None else -1
+        prior = self.first_by_attempt.get(key)
+        if prior is None or _earlier(occ, prior):
+            self.first_by_attempt[key] = occ
+
+    @property
+    def first(self) -> Occurrence | None:
+        best = None
+        for occ in self.kept + ([self.last] if self.last else []):
+            if best is None or _earlier(occ, best):
+                best = occ
+        return best
+
+
+def _earlier(a: Occurrence, b: Occurrence) -> bool:
+    if a.ts is not None and b.ts is not None and a.ts != b.ts:
+        return a.ts < b.ts
+    if a.source == b.source:
+        return a.line < b.line
+    if a.ts is not None and b.ts is None:
+        return True
+    return False
+
+
+@dataclass
+class BundleRead:
+    """Everything read from one bundle, before facts are derived."""
+    root: Path
+    layout: str = "unknown"
+    manifest: dict | None = None
+    capture_dir: Path | None = None
+    capture: dict | None = None
+    captured_at: float | None = None
+    synced_at: float | None = None
+    state: dict | None = None
+    job_info: dict | None = None
+    gpu_polls: list[dict] = field(default_factory=list)
+    pods: dict | None = None
+    stacks: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[ProblemNote] = field(default_factory=list)
+    log_files: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    signatures: dict[str, SignatureAgg] = field(default_factory=dict)
+    suppressed: dict[str, int] = field(default_factory=dict)
+    attempt_boundaries: list[Occurrence] = field(default_factory=list)
+    leg_ids: list[str] = field(default_factory=list)
+    metric_records: list[tp.MetricRecord] = field(default_factory=list)
+    malformed_metric_lines: int = 0
+    malformed_example: Occurrence | None = None
+    eval_records: int = 0
+    step_progress: tuple[int, int] | None = None
+    step_progress_occ: Occurrence | None = None
+    last_trainer_line: Occurrence | None = None
+    trainer_lines: int = 0
+    phases_open: dict[str, Occurrence] = field(default_factory=dict)
+    phase_costs: dict[str, list[float]] = field(default_factory=dict)
+    steps_finished: int = 0
+    genbuf_last: tuple[int, int] | None = None
+    genbuf_last_change: Occurrence | None = None
+    genbuf_last_seen: Occurrence | None = None
+    stats: dict[str, deque] = field(default_factory=dict)
+    stats_count: int = 0
+    stats_eras: set[str] = field(default_factory=set)
+    eager_lines: list[tuple[bool, Occurrence]] = field(default_factory=list)
+    batch_complete: list[tuple[dict, Occurrence]] = field(default_factory=list)
+    exc_breakdown: dict[str, int] = field(default_factory=dict)
+    exc_breakdown_occ: Occurrence | None = None
+    use_tis: bool | None = None
+    weight_reload: int = 0
+    generator_init: Occurrence | None = None
+    source_rev: Occurrence | None = None
+    trials: TrialSummary | None = None
+    trace_dir_exists: bool = False
+
+    @property
+    def newest_evidence(self) -> float | None:
+        values = [v for v in (self.captured_at, self.synced_at) if v is not None]
+        return max(values) if values else None
+
+
+def _catalog_patterns(catalog: Catalog) -> list[Pattern]:
+    patterns = [Pattern(s.id, s.pattern, s.caseless) for s in catalog.signatures.values()]
+    patterns += [Pattern(k, v) for k, v in EXTRACTORS.items()]
+    return patterns
+
+
+_SCANNERS: dict[int, Scanner] = {}
+
+
+def scanner_for(catalog: Catalog) -> Scanner:
+    key = id(catalog)
+    if key not in _SCANNERS:
+        _SCANNERS[key] = Scanner(_catalog_patterns(catalog))
+    return _SCANNERS[key]
+
+
+def _is_log(path: Path) -> bool:
+    name = path.name.lower()
+    return not name.endswith(NON_LOG_SUFFIXES) and not name.startswith(".")
+
+
+def list_captures(root: Path) -> list[Path]:
+    base = root / CAPTURES_DIR
+    try:
+        return sorted((p for p in base.iterdir() if p.is_dir() and not p.is_symlink()), key=lambda p: p.name)
+    except OSError:
+        return []
+
+
+class _Router:
+    """Routes matched lines of one file to signature aggregation and parsers."""
+
+    def __init__(self, read: BundleRead, catalog: Catalog, reference_epoch: float | None,
+                 source: str, attempt: int | None, skip_patterns: dict[str, re.Pattern]):
+        self.read = read
+        self.catalog = catalog
+        self.ref = reference_epoch
+        self.source = source
+        self.attempt = attempt
+        self.skip = skip_patterns
+        self.is_finelog = source == "finelog.log" and attempt is None
+        self.boundaries = 0
+
+    def __call__(self, hit: LineHit) -> None:
+        read = self.read
+        keys = set(hit.keys)
+        text = hit.text
+        ts = line_timestamp(text, self.ref) if keys else None
+        if self.is_finelog and "x_boundary" in keys:
+            self.boundaries += 1
+            read.attempt_boundaries.append(Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts,
+                                                      attempt=self.boundaries))
+        attempt = self.boundaries if self.is_finelog else self.attempt
+        occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
+        sig_keys = [k for k in keys if not k.startswith("x_")]
+        if sig_keys:
+            suppressed: set[str] = set()
+            for k in sig_keys:
+                suppressed.update(self.catalog.signatures[k].suppresses)
+            for k in sorted(sig_keys):
+                sig = self.catalog.signatures[k]
+                if k in suppressed or (k in self.skip and self.skip[k].search(text)):
+                    read.suppressed[k] = read.suppressed.get(k, 0) + 1
+                    continue
+                if sig.detail_after == "exception_line":
+                    detail = self._exception_line(hit)
+                    if detail is not None:
+                        occ_k = Occurrence(source=self.source, line=detail[0], text=detail[1], ts=ts, attempt=attempt)
+                        read.signatures.setdefault(k, SignatureAgg(sig)).add(occ_k)
+                        continue
+                read.signatures.setdefault(k, SignatureAgg(sig)).add(occ)
+        if keys & TRAINER_PROGRESS_KEYS:
+            self._trainer(hit, keys, occ)
+        if "x_stats" in keys:
+            sample = vp.parse_stats(text, self.source, hit.lineno, ts)
+            if sample is not None:
+                read.stats_count += 1
+                read.stats_eras.add(sample.era)
+                read.stats.setdefault(sample.engine, deque(maxlen=400)).append(sample)
+        if "x_eager" in keys:
+            value = vp.eager_from_line(text)
+            if value is not None and len(read.eager_lines) < 50:
+                read.eager_lines.append((value, occ))
+        if "x_genbuf" in keys:
+            gb = tp.parse_gen_buffer(text)
+            if gb is not None:
+                if gb != read.genbuf_last:
+                    read.genbuf_last = gb
+                    read.genbuf_last_change = occ
+                read.genbuf_last_seen = occ
+        if "x_batch" in keys:
+            parsed = tp.parse_batch_complete(text)
+            if parsed is not None:
+                read.batch_complete.append((parsed, occ))
+                if len(read.batch_complete) > 200:
+                    read.batch_complete.pop(0)
+        if "x_excbreak" in keys:
+            parsed = tp.parse_exception_breakdown(text)
+            if parsed:
+                for name, n in parsed.items():
+                    read.exc_breakdown[name] = read.exc_breakdown.get(name, 0) + n
+                read.exc_breakdown_occ = occ
+        if "x_use_tis" in keys:
+            value = tp.parse_use_tis(text)
+            if value is not None:
+                read.use_tis = value
+        if "x_weight_reload" in keys:
+            read.weight_reload += 1
+        if "x_generator_init" in keys and read.generator_init is None:
+            read.generator_init = occ
+        if "x_source_rev" in keys and read.source_rev is None:
+            read.source_rev = occ
+
+    def _exception_line(self, hit: LineHit) -> tuple[int, str] | None:
+        """The exception line closing a traceback that starts at ``hit`` (same block)."""
+        for offset, line in enumerate(hit.following_lines(limit=300), start=1):
+            body = strip_actor_prefix(line)
+            if not body.strip() or body.startswith((" ", "\t")) or body.startswith("Traceback"):
+                continue
+            if _EXCEPTION_LINE_RE.match(body) or ": " in body:
+                return hit.lineno + offset, line
+            return None
+        return None
+
+    def _trainer(self, hit: LineHit, keys: set[str], occ: Occurrence) -> None:
+        read = self.read
+        text = hit.text
+        progressed = False
+        if "x_wandb" in keys:
+            parsed = tp.parse_wandb_mirror(text)
+            if parsed is not None:
+                kind, step, metrics = parsed
+                if kind == "train":
+                    if metrics is None:
+                        read.malformed_metric_lines += 1
+                        if read.malformed_example is None:
+                            read.malformed_example = occ
+                    else:
+                        read.metric_records.append(tp.MetricRecord(step=step, metrics=metrics, source=self.source,
+                                                                   line=hit.lineno, ts=occ.ts, serialization="wandb-json"))
+                        progressed = True
+                else:
+                    read.eval_records += 1
+        if "x_dict_end" in keys and "x_wandb" not in keys:
+            metrics = tp.parse_dict_block(hit.preceding_bytes(64 * 1024).decode("utf-8", "replace"))
+            if metrics is not None:
+                step = int(metrics.get("trainer/global_step", 0))
+                ts = occ.ts
+                if ts is None:
+                    block_head = hit.preceding_bytes(64 * 1024).decode("utf-8", "replace")
+                    start = block_head.rfind("{'")
+                    ts = line_timestamp(block_head[max(0, start - 400):start], self.ref) if start >= 0 else None
+                read.metric_records.append(tp.MetricRecord(step=step, metrics=metrics, source=self.source,
+                                                           line=hit.lineno, ts=ts, serialization="python-dict"))
+                progressed = True
+            else:
+                read.malformed_metric_lines += 1
+                if read.malformed_example is None:
+                    read.malformed_example = occ
+        if "x_step_progress" in keys:
+            sp = tp.parse_step_progress(text)
+            if sp is not None:
+                if read.step_progress is None or sp != read.step_progress:
+                    progressed = True
+                read.step_progress = sp
+                read.step_progress_occ = occ
+        if "x_phase" in keys:
+            ph = tp.parse_phase(text)
+            if ph is not None:
+                what, phase, cost = ph
+                if what == "Started":
+                    read.phases_open[phase] = occ
+                else:
+                    read.phases_open.pop(phase, None)
+                    if cost is not None:
+                        costs = read.phase_costs.setdefault(phase, [])
+                        costs.append(cost)
+                        if len(costs) > 500:
+                            del costs[0]
+                    if phase == "step":
+                        read.steps_finished += 1
+                progressed = True
+        if "x_resumed" in keys:
+            progressed = True
+        if progressed:
+            read.trainer_lines += 1
+            if occ.ts is not None and (read.last_trainer_line is None or read.last_trainer_line.ts is None
+                                       or occ.ts >= read.last_trainer_line.ts):
+                read.last_trainer_line = occ
+            elif read.last_trainer_line is None:
+                read.last_trainer_line = occ
+
+
+def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
+    files: list[tuple[Path, str]] = []
+    for name in ("finelog.log", "finelog.stderr"):
+        p = root / name
+        if p.is_file():
+            files.append((p, name))
+    for d in LOG_DIRS:
+        base = root / d
+        if base.is_dir() and not base.is_symlink():
+            for p in safe_walk(base):
+                if _is_log(p):
+                    files.append((p, p.relative_to(root).as_posix()))
+    if capture_dir is not None:
+        for d in ("pod_logs", "slurm", "logs"):
+            base = capture_dir / d
+            if base.is_dir():
+                for p in safe_walk(base):
+                    if _is_log(p) and not p.name.endswith((".json",)):
+                        files.append((p, p.relative_to(root).as_posix()))
+    return files
+
+
+def _slurm_leg(rel: str) -> str | None:
+    name = rel.rsplit("/", 1)[-1]
+    m = _SLURM_LEG_RE.search(name)
+    if not m:
+        return None
+    return m.group(1) or m.group(2)
+
+
+def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = None,
+                now_epoch: float | None = None) -> BundleRead:
+    root = Path(root)
+    read = BundleRead(root=root)
+    if not root.exists():
+        read.problems.append(ProblemNote(source=str(root), reason="bundle path does not exist"))
+        return read
+    if not root.is_dir():
+        read.problems.append(ProblemNote(source=str(root), reason="bundle path is not a directory"))
+        return read
+    parts = root.resolve().parts
+    if "jobs" in parts:
+        i = len(parts) - 1 - parts[::-1].index("jobs")
+        tail = parts[i + 1:]
+        if len(tail) == 3 and tail[1] == "slurm":
+            read.layout = "jupiter"
+        elif len(tail) == 3:
+            read.layout = "iris"
+    # --- manifest
+    manifest_path = root / "manifest.json"
+    if manifest_path.exists() or manifest_path.is_symlink():
+        try:
+            manifest = read_json(manifest_path)
+            if not isinstance(manifest, dict):
+                raise JsonReadError("not a JSON object")
+            read.manifest = manifest
+            read.synced_at = parse_iso(manifest.get("synced_at")) or parse_iso(manifest.get("live_capture_at"))
+            if manifest.get("cluster") == "jsc-jupiter" or str(manifest.get("job_id", "")).startswith("/slurm/"):
+                read.layout = "jupiter"
+            elif read.layout == "unknown" and manifest.get("cluster"):
+                read.layout = "iris"
+        except JsonReadError as exc:
+            read.problems.append(ProblemNote(source="manifest.json", reason=str(exc)))
+    # --- capture
+    captures = list_captures(root)
+    chosen = None
+    if capture_stamp:
+        chosen = next((c for c in captures if c.name == capture_stamp), None)
+        if chosen is None:
+            read.problems.append(ProblemNote(source=f"{CAPTURES_DIR}/{capture_stamp}", reason="requested capture does not exist"))
+    elif captures:
+        chosen = captures[-1]
+    if chosen is not None:
+        _read_capture(read, chosen)
+    if read.manifest is None and read.capture is None and "manifest.json" not in [p.source for p in read.problems]:
+        read.problems.append(ProblemNote(source="manifest.json", reason="no manifest.json and no rlhealth capture"))
+    # --- logs
+    reference = read.newest_evidence or now_epoch
+    scanner = scanner_for(catalog)
+    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
+    files = _log_files(root, read.capture_dir)
+    legs = sorted({leg for _, rel in files if (leg := _slurm_leg(rel))}, key=lambda x: int(x))
+    read.leg_ids = legs
+    bundle_leg = root.name if read.layout == "jupiter" else None
+    for path, rel in files:
+        leg = _slurm_leg(rel)
+        if rel in ("finelog.log", "finelog.stderr") and read.layout == "jupiter":
+            leg = bundle_leg if bundle_leg in legs else (legs[-1] if legs else None)
+        attempt = legs.index(leg) + 1 if leg in legs else None
+        router = _Router(read, catalog, reference, rel, attempt, skip)
+        try:
+            read.lines_read += scanner.scan_file(path, rel, router)
+            read.log_files.append(rel)
+        except OSError as exc:
+            read.problems.append(ProblemNote(source=rel, reason=f"unreadable log: {exc.strerror or exc}"))
+    # --- trials
+    trace_root = root / "trace_jobs"
+    if trace_root.is_dir() and not trace_root.is_symlink():
+        read.trace_dir_exists = True
+        aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
+        read.trials = summarize_trials(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]))
+    return read
+
+
+def _read_capture(read: BundleRead, cap: Path) -> None:
+    rel = cap.relative_to(read.root).as_posix()
+    read.capture_dir = cap
+    try:
+        capture = read_json(cap / "capture.json")
+        if not isinstance(capture, dict):
+            raise JsonReadError("not a JSON object")
+        read.capture = capture
+        read.captured_at = parse_iso(capture.get("captured_at"))
+    except JsonReadError as exc:
+        read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=str(exc)))
+        try:
+            read.captured_at = parse_iso(re.sub(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z.*$",
+                                                r"\1-\2-\3T\4:\5:\6Z", cap.name))
+        except re.error:
+            pass
+    for name, attr in (("state.json", "state"), ("job.json", "job_info"), ("pods.json", "pods")):
+        p = cap / name
+        if p.exists():
+            try:
+                value = read_json(p)
+                if not isinstance(value, dict):
+                    raise JsonReadError("not a JSON object")
+                setattr(read, attr, value)
+            except JsonReadError as exc:
+                read.problems.append(ProblemNote(source=f"{rel}/{name}", reason=str(exc)))
+    polls = cap / "gpu_polls.jsonl"
+    if polls.exists():
+        bad = 0
+        try:
+            with open(polls, "rb") as handle:
+                for raw in handle:
+                    if len(read.gpu_polls) > 200_000:
+                        break
+                    try:
+                        row = json.loads(raw)
+                        if isinstance(row, dict) and "gpu" in row:
+                            read.gpu_polls.append(row)
+                        else:
+                            bad += 1
+                    except ValueError:
+                        bad += 1
+        except OSError as exc:
+            read.problems.append(ProblemNote(source=f"{rel}/gpu_polls.jsonl", reason=f"unreadable: {exc}"))
+        if bad and not read.gpu_polls:
+            read.problems.append(ProblemNote(source=f"{rel}/gpu_polls.jsonl", reason=f"{bad} malformed lines, no usable poll",
+                                             gate="resources"))
+    stacks = cap / "stacks"
+    if stacks.is_dir():
+        for p in sorted(stacks.glob("*.txt")):
+            try:
+                with open(p, "rb") as handle:
+                    read.stacks.append((p.relative_to(read.root).as_posix(), handle.read(256 * 1024).decode("utf-8", "replace")))
+            except OSError:
+                continue

@@ -1,0 +1,715 @@
+"""Live, read-only probe of one Iris/CoreWeave job through the Kubernetes API (issue 5).
+
+``capture(args, now=...)`` writes a capture (contract §2.2) into the job's bundle
+``<bundle-root>/jobs/<cluster>/<user>/<job>/rlhealth/captures/<stamp>/`` and returns the bundle
+directory; the CLI then diagnoses that bundle exactly as ``rlhealth diagnose`` would.
+
+Read-only by construction (contract §6). This is the only module that imports ``kubernetes``,
+and every request it can make goes through two guards that refuse before anything is sent:
+- REST: ``_GuardedApiClient.call_api`` admits only ``GET`` on pods (list/get), ``pods/log`` and
+  events, and only with a timeout;
+- exec: ``_guarded_websocket_call`` admits only the ``GET`` websocket upgrade of ``pods/exec`` whose
+  ``command`` parameters pass ``rlhealth.probes.allowlist.check_command`` (``rules/remote_commands.yaml``).
+No create/update/patch/delete method of the client is ever called; the only local subprocess is
+the Iris CLI's ``job summary``, also allow-listed. Every call has a timeout (``--command-timeout``,
+shortened to what is left of ``--deadline``); once the deadline passes nothing new is started.
+Faults never raise: each becomes an ``error`` on its ``capture.json`` record, so the diagnosis
+sees missing evidence and says ERROR with the reason.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import yaml
+
+from rlhealth.cli import UsageError, parse_duration
+from rlhealth.probes.allowlist import CommandRefused, check_command
+from rlhealth.probes.capture import (CaptureWriter, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
+                                     utc_iso)
+from rlhealth.probes.parse import iris as iris_parse
+from rlhealth.probes.parse import kubernetes as kparse
+from rlhealth.probes.parse.nvidia_smi import QUERY_GPU_ARG, parse_compute_apps, parse_query_gpu
+
+# Bounds (a capture must stay small and quick whatever the job prints).
+LOG_TAIL_LINES = 20000
+LOG_LIMIT_BYTES = 16 * 1024 * 1024
+EXEC_OUTPUT_LIMIT = 8 * 1024 * 1024
+RAY_LOG_DIR = "/tmp/ray/session_latest/logs"
+RAY_TAIL_BYTES = 256 * 1024
+RAY_MAX_FILES_PER_POD = 8
+MAX_PODS = 64
+LIST_ATTEMPTS = 3
+EXEC_TIMEOUTS_BEFORE_GIVING_UP = 2
+
+INVENTORY_ARGV = ["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"]
+QUERY_GPU_ARGV = ["nvidia-smi", QUERY_GPU_ARG, "--format=csv,noheader"]
+COMPUTE_APPS_ARGV = ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
+                     "--format=csv,noheader"]
+PS_ARGV = ["ps", "-eo", "pid,args", "--no-headers", "-ww"]
+RAY_LS_ARGV = ["ls", "-la", "--time-style=full-iso", "--", RAY_LOG_DIR]
+_RAY_FILE_PRIORITY = [re.compile(p) for p in (
+    r"^raylet\.(out|err)$", r"^gcs_server\.(out|err)$", r"^python-core-driver-.*\.log$",
+    r"^worker-.*\.err$", r"^worker-.*\.out$", r"^monitor\.(out|err|log)$")]
+_SAFE_FILE = re.compile(r"^[A-Za-z0-9_.+@=,:-]+$")
+
+
+class RefusedRequest(Exception):
+    """A Kubernetes request outside the read-only set; it was not sent."""
+
+
+# --------------------------------------------------------------------------- the guards
+
+_REST_ALLOWED = [re.compile(p) for p in (
+    r"^/api/v1/namespaces/[a-z0-9-]+/pods$",
+    r"^/api/v1/namespaces/[a-z0-9-]+/pods/[a-z0-9.-]+$",
+    r"^/api/v1/namespaces/[a-z0-9-]+/pods/[a-z0-9.-]+/log$",
+    r"^/api/v1/namespaces/[a-z0-9-]+/events$",
+)]
+_EXEC_PATH = re.compile(r"^/api/v1/namespaces/[a-z0-9-]+/pods/[a-z0-9.-]+/exec$")
+
+
+def guard_rest(method: str, url: str, timeout: Any) -> None:
+    path = urlsplit(url).path
+    if method.upper() != "GET":
+        raise RefusedRequest(f"{method} {path}: only GET is allowed")
+    if not any(p.match(path) for p in _REST_ALLOWED):
+        raise RefusedRequest(f"GET {path}: not a read-only pods/log/events endpoint")
+    if not timeout:
+        raise RefusedRequest(f"GET {path}: every call needs a timeout")
+
+
+def guard_exec(method: str, url: str, query_params: list[tuple[str, Any]] | None, timeout: Any) -> list[str]:
+    path = urlsplit(url).path
+    if method.upper() != "GET" or not _EXEC_PATH.match(path):
+        raise RefusedRequest(f"{method} {path}: only the pods/exec websocket upgrade is allowed")
+    argv: list[str] = []
+    # The generated client may put the query in the URL or pass it separately: check both.
+    params = list(parse_qsl(urlsplit(url).query, keep_blank_values=True)) + list(query_params or [])
+    for key, value in params:
+        if key == "command":
+            argv.extend(value if isinstance(value, list) else [value])
+        elif key == "stdin" and str(value).lower() == "true":
+            raise RefusedRequest("exec with stdin is not allowed")
+        elif key == "tty" and str(value).lower() == "true":
+            raise RefusedRequest("exec with a tty is not allowed")
+    check_command(argv)  # raises CommandRefused
+    if not timeout:
+        raise RefusedRequest(f"exec {argv}: every call needs a timeout")
+    return argv
+
+
+def _make_client(kubeconfig: str | None, context: str | None, temp_dir: str):
+    """(CoreV1Api, guarded stream function) for the given kubeconfig/context."""
+    import importlib
+
+    from kubernetes import client, config
+    from kubernetes.stream import ws_client
+
+    stream_mod = importlib.import_module("kubernetes.stream.stream")  # the module, not the function
+
+    class _GuardedApiClient(client.ApiClient):
+        last_request: str | None = None
+
+        def call_api(self, method, url, header_params=None, body=None, post_params=None,
+                     _request_timeout=None):
+            guard_rest(method, url, _request_timeout)
+            parts = urlsplit(url)
+            self.last_request = f"{method.upper()} {parts.path}" + (f"?{parts.query}" if parts.query else "")
+            return super().call_api(method, url, header_params=header_params, body=body,
+                                    post_params=post_params, _request_timeout=_request_timeout)
+
+    def _guarded_websocket_call(configuration, method, url, **kwargs):
+        guard_exec(method, url, kwargs.get("query_params"), kwargs.get("_request_timeout"))
+        return ws_client.websocket_call(configuration, method, url, **kwargs)
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
+                            persist_config=False, temp_file_path=temp_dir)
+    cfg.retries = False          # no hidden urllib3 retries: every attempt is ours and recorded
+    api_client = _GuardedApiClient(cfg)
+    api = client.CoreV1Api(api_client)
+    guarded_stream = functools.partial(stream_mod._websocket_request, _guarded_websocket_call, None)
+    return api, api_client, guarded_stream
+
+
+# --------------------------------------------------------------------------- data files
+
+@lru_cache(maxsize=1)
+def load_role_table() -> kparse.RoleTable:
+    text = resources.files("rlhealth.rules").joinpath("process_roles.yaml").read_text()
+    return kparse.RoleTable.from_data(yaml.safe_load(text))
+
+
+# --------------------------------------------------------------------------- the session
+
+@dataclass
+class _Deadline:
+    total_s: float
+    start: float = field(default_factory=time.monotonic)
+
+    def remaining(self) -> float:
+        return self.total_s - (time.monotonic() - self.start)
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0.5
+
+
+@dataclass
+class _ExecOutcome:
+    stdout: bytes = b""
+    stderr: bytes = b""
+    exit_code: int | None = None
+    error: str | None = None
+    timed_out: bool = False
+    gone: bool = False
+
+
+def _short(text: str, n: int = 400) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _api_error(exc: BaseException) -> tuple[str, int | None]:
+    """A one-line reason and the HTTP status (None for transport errors)."""
+    status = getattr(exc, "status", None)
+    body = getattr(exc, "body", None)
+    message = None
+    if body:
+        try:
+            message = json.loads(body).get("message")
+        except (ValueError, AttributeError, TypeError):
+            message = body if isinstance(body, str) else None
+    if status:
+        return _short(f"HTTP {status} {getattr(exc, 'reason', '') or ''}: {message or ''}".strip(" :")), status
+    name = type(exc).__name__
+    text = str(exc) or name
+    if "timed out" in text.lower() or "timeout" in name.lower():
+        return _short(f"timed out: {name}: {text}"), None
+    return _short(f"{name}: {text}"), None
+
+
+class _Probe:
+    def __init__(self, args, now: datetime, writer: CaptureWriter, bundle: Path, job_id: str,
+                 cluster: str, manifest: dict | None):
+        self.args, self.now, self.writer, self.bundle = args, now, writer, bundle
+        self.job_id, self.cluster, self.manifest = job_id, cluster, manifest
+        self.namespace = args.namespace or "iris"
+        self.deadline = _Deadline(parse_duration(args.deadline))
+        self.command_timeout = parse_duration(args.command_timeout)
+        self.poll_interval = parse_duration(args.poll_interval)
+        self.polls = max(1, int(args.polls or 1))
+        self.m0 = time.monotonic()
+        self.api = self.api_client = self.stream = None
+        self.deadline_noted = False
+        self.exec_timeouts: dict[str, int] = {}
+        self.gone: set[str] = set()
+        self.roles = load_role_table()
+
+    # ---------------------------------------------------------------- clock and records
+    def clock(self) -> datetime:
+        return self.now + timedelta(seconds=time.monotonic() - self.m0)
+
+    def timeout(self) -> float:
+        return max(0.5, min(self.command_timeout, self.deadline.remaining()))
+
+    def out_of_time(self, what: str) -> bool:
+        if not self.deadline.expired():
+            return False
+        if not self.deadline_noted:
+            self.deadline_noted = True
+            t = utc_iso(self.clock())
+            self.writer.record(ProbeRecord(
+                name="deadline", started_at=t, finished_at=t,
+                error=f"probe deadline {self.args.deadline} reached; not started: {what} and everything after it"))
+        return True
+
+    def record(self, name: str, started: datetime, *, api: str | None = None, argv: list[str] | None = None,
+               exit_code: int | None = None, output: str | None = None, error: str | None = None) -> None:
+        self.writer.record(ProbeRecord(name=name, api=api, argv=argv, started_at=utc_iso(started),
+                                       finished_at=utc_iso(self.clock()), exit_code=exit_code,
+                                       output=output, error=error))
+
+    # ---------------------------------------------------------------- REST
+    def _api_repr(self, path: str, params: dict) -> str:
+        q = urlencode({k: v for k, v in params.items() if v is not None})
+        return f"GET {path}" + (f"?{q}" if q else "")
+
+    def rest(self, name: str, method_name: str, path: str, params: dict, kwargs: dict,
+             output: str | None) -> tuple[bytes | None, int | None, str | None]:
+        """One guarded GET; writes the body to ``output`` on success. Returns (body, status, error)."""
+        started = self.clock()
+        self.api_client.last_request = None
+        try:
+            fn = getattr(self.api, method_name)
+            resp = fn(**kwargs, _preload_content=False, _request_timeout=(self.timeout(), self.timeout()))
+            body = resp.data
+            api = self.api_client.last_request or self._api_repr(path, params)
+            if output is not None:
+                self.writer.write_bytes(output, body)
+            self.record(name, started, api=api, exit_code=None, output=output)
+            return body, resp.status, None
+        except (RefusedRequest, CommandRefused) as exc:
+            self.record(name, started, api=self._api_repr(path, params), error=f"refused before sending: {exc}")
+            return None, None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - every fault becomes a recorded error
+            reason, status = _api_error(exc)
+            api = self.api_client.last_request or self._api_repr(path, params)
+            self.record(name, started, api=api, error=reason)
+            return None, status, reason
+
+    # ---------------------------------------------------------------- exec
+    def exec(self, pod: str, argv: list[str], name: str, output: str | None) -> _ExecOutcome:
+        started = self.clock()
+        api = f"GET /api/v1/namespaces/{self.namespace}/pods/{pod}/exec?" + urlencode(
+            [("command", a) for a in argv] + [("container", kparse.TASK_CONTAINER), ("stderr", "True"),
+                                              ("stdin", "False"), ("stdout", "True"), ("tty", "False")])
+        try:
+            check_command(argv)
+        except CommandRefused as exc:
+            self.record(name, started, api=api, argv=list(argv), error=f"refused before sending: {exc}")
+            return _ExecOutcome(error=str(exc))
+        if pod in self.gone:
+            self.record(name, started, api=api, argv=argv, error="not sent: pod is gone (NotFound earlier)")
+            return _ExecOutcome(error="pod gone", gone=True)
+        if self.exec_timeouts.get(pod, 0) >= EXEC_TIMEOUTS_BEFORE_GIVING_UP:
+            self.record(name, started, api=api, argv=argv,
+                        error=f"not sent: {self.exec_timeouts[pod]} exec timeouts on this pod already")
+            return _ExecOutcome(error="pod unresponsive", timed_out=True)
+        outcome = self._exec_ws(pod, argv)
+        if outcome.timed_out:
+            self.exec_timeouts[pod] = self.exec_timeouts.get(pod, 0) + 1
+        if outcome.gone:
+            self.gone.add(pod)
+        written = None
+        if output is not None and (outcome.stdout or outcome.exit_code is not None):
+            written = self.writer.write_bytes(output, outcome.stdout)
+            if outcome.stderr:
+                self.writer.write_bytes(output + ".stderr", outcome.stderr)
+        self.record(name, started, api=api, argv=argv, exit_code=outcome.exit_code, output=written,
+                    error=outcome.error)
+        return outcome
+
+    def _exec_ws(self, pod: str, argv: list[str]) -> _ExecOutcome:
+        import websocket  # the kubernetes client's websocket transport
+
+        timeout = self.timeout()
+        end = time.monotonic() + timeout
+        previous_default = websocket.getdefaulttimeout()
+        websocket.setdefaulttimeout(timeout)  # bounds the TLS connect and the upgrade handshake
+        ws = None
+        try:
+            ws = self.stream(self.api.connect_get_namespaced_pod_exec, pod, self.namespace,
+                             command=list(argv), container=kparse.TASK_CONTAINER, stderr=True,
+                             stdin=False, stdout=True, tty=False, _preload_content=False,
+                             _request_timeout=timeout, binary=True)
+            while ws.is_open() and time.monotonic() < end:
+                ws.update(timeout=max(0.05, end - time.monotonic()))
+            timed_out = ws.is_open()
+            stdout = ws.read_channel(1) or b""
+            stderr = ws.read_channel(2) or b""
+            status_raw = ws.read_channel(3) or b""
+            if isinstance(stdout, str):
+                stdout = stdout.encode()
+            if isinstance(stderr, str):
+                stderr = stderr.encode()
+            if isinstance(status_raw, bytes):
+                status_raw = status_raw.decode("utf-8", "replace")
+            if timed_out:
+                return _ExecOutcome(stdout=stdout[:EXEC_OUTPUT_LIMIT], stderr=stderr[:EXEC_OUTPUT_LIMIT],
+                                    error=f"timed out after {timeout:.0f}s waiting for the command to finish",
+                                    timed_out=True)
+            exit_code, error = _exec_status(status_raw, ws.subprotocol)
+            if exit_code not in (0, None) and error is None:
+                error = f"exit code {exit_code}: {_short(stderr.decode('utf-8', 'replace'), 300)}"
+            return _ExecOutcome(stdout=stdout[:EXEC_OUTPUT_LIMIT], stderr=stderr[:EXEC_OUTPUT_LIMIT],
+                                exit_code=exit_code, error=error)
+        except (RefusedRequest, CommandRefused) as exc:
+            return _ExecOutcome(error=f"refused before sending: {exc}")
+        except Exception as exc:  # noqa: BLE001
+            text = str(getattr(exc, "reason", "") or exc)
+            if "404" in text.split("-+-")[0]:
+                return _ExecOutcome(error=f"pod not found (NotFound): {_short(text, 200)}", gone=True)
+            low = text.lower()
+            if "timed out" in low or "timeout" in low:
+                return _ExecOutcome(error=f"timed out after {timeout:.0f}s: {_short(text, 200)}", timed_out=True)
+            return _ExecOutcome(error=f"exec failed: {type(exc).__name__}: {_short(text, 300)}")
+        finally:
+            websocket.setdefaulttimeout(previous_default)
+            if ws is not None:
+                try:
+                    ws.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    # ---------------------------------------------------------------- steps
+    def connect(self) -> bool:
+        started = self.clock()
+        kubeconfig = str(self.args.kubeconfig) if self.args.kubeconfig else None
+        context = self.args.context
+        job = (self.manifest or {}).get("job") or {}
+        mcluster = job.get("cluster") if isinstance(job, dict) else None
+        if isinstance(mcluster, dict):  # the watcher's bundle names the cluster's kubeconfig/context
+            if kubeconfig is None and mcluster.get("kubeconfig") not in (None, "", "."):
+                candidate = os.path.expanduser(str(mcluster["kubeconfig"]))
+                if os.path.exists(candidate):
+                    kubeconfig = candidate
+            if context is None and mcluster.get("context"):
+                context = mcluster["context"]
+        self._tmp = tempfile.mkdtemp(prefix="rlhealth-kube-")
+        try:
+            self.api, self.api_client, self.stream = _make_client(kubeconfig, context, self._tmp)
+            return True
+        except Exception as exc:  # noqa: BLE001
+            self.record("kubeconfig", started,
+                        error=_short(f"cannot load kubeconfig {kubeconfig or '(default)'} context "
+                                     f"{context or '(current)'}: {type(exc).__name__}: {exc}"))
+            return False
+
+    def discover(self) -> tuple[dict | None, list[kparse.PodInfo]]:
+        """The job's PodList (written to pods.json) and its pods; (None, []) if the API failed."""
+        ns = self.namespace
+        path = f"/api/v1/namespaces/{ns}/pods"
+        selector = f"{kparse.JOB_LABEL}={kparse.job_label_value(self.job_id)}"
+        body = None
+        for attempt in range(LIST_ATTEMPTS):
+            if self.out_of_time("pod discovery"):
+                return None, []
+            body, status, err = self.rest("pods:list-by-label", "list_namespaced_pod", path,
+                                          {"labelSelector": selector},
+                                          {"namespace": ns, "label_selector": selector},
+                                          "raw/pods.by-label.json")
+            if body is not None or (status is not None and status < 500 and status != 429):
+                break
+            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
+        if body is None:
+            return None, []
+        try:
+            by_label = json.loads(body)
+        except ValueError:
+            self.record("pods:parse", self.clock(), output="raw/pods.by-label.json",
+                        error="the pod list is not JSON")
+            return None, []
+        pods = kparse.job_pods(by_label, self.job_id)
+        if pods:
+            self.writer.write_bytes("pods.json", body)
+            return by_label, pods
+        # No labelled pods: list the namespace and match names / kueue pod-group labels client-side.
+        body = None
+        for attempt in range(LIST_ATTEMPTS):
+            if self.out_of_time("pod discovery (namespace list)"):
+                return None, []
+            body, status, err = self.rest("pods:list-namespace", "list_namespaced_pod", path, {},
+                                          {"namespace": ns}, "raw/pods.namespace.json")
+            if body is not None or (status is not None and status < 500 and status != 429):
+                break
+            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
+        if body is None:
+            return None, []
+        try:
+            everything = json.loads(body)
+        except ValueError:
+            self.record("pods:parse", self.clock(), output="raw/pods.namespace.json",
+                        error="the pod list is not JSON")
+            return None, []
+        filtered = kparse.filter_pod_list(everything, self.job_id)
+        started = self.clock()
+        self.writer.write_json("pods.json", filtered)
+        # not an API call: pods.json is raw/pods.namespace.json with only this job's items kept
+        self.record("pods:select-job-pods", started, output="pods.json")
+        return filtered, kparse.job_pods(filtered, self.job_id)
+
+    def controller_state(self, pods_ok: bool, pods: list[kparse.PodInfo]) -> None:
+        summary = None
+        exe = shutil.which("iris")
+        iris_note = "iris CLI not installed"
+        if exe and not self.out_of_time("iris job summary"):
+            argv = ["iris", f"--cluster={self.cluster}", "job", "summary", self.job_id]
+            started = self.clock()
+            try:
+                check_command(argv)
+                env = dict(os.environ)
+                if self.args.kubeconfig:
+                    env["KUBECONFIG"] = str(self.args.kubeconfig)
+                proc = subprocess.run(argv, capture_output=True, timeout=self.timeout(), env=env,
+                                      stdin=subprocess.DEVNULL, check=False)
+                out = self.writer.write_bytes("raw/iris_job_summary.txt", proc.stdout)
+                if proc.stderr:
+                    self.writer.write_bytes("raw/iris_job_summary.stderr", proc.stderr)
+                text = proc.stdout.decode("utf-8", "replace")
+                summary = iris_parse.parse_job_summary(text) if proc.returncode == 0 else None
+                err = None
+                if proc.returncode != 0:
+                    err = f"exit {proc.returncode}: {_short(proc.stderr.decode('utf-8', 'replace'), 300)}"
+                elif summary is None or summary.get("state") is None:
+                    err = "no recognizable 'State:' line in the summary"
+                    summary = None
+                self.record("iris:job-summary", started, argv=argv, exit_code=proc.returncode, output=out,
+                            error=err)
+                iris_note = f"iris job summary failed ({err})" if err else ""
+            except CommandRefused as exc:
+                self.record("iris:job-summary", started, argv=argv, error=f"refused before running: {exc}")
+            except subprocess.TimeoutExpired:
+                self.record("iris:job-summary", started, argv=argv,
+                            error=f"timed out after {self.timeout():.0f}s")
+                iris_note = "iris job summary timed out"
+            except OSError as exc:
+                self.record("iris:job-summary", started, argv=argv, error=f"{type(exc).__name__}: {exc}")
+                iris_note = "iris job summary could not run"
+        started = self.clock()
+        if summary is not None:
+            state = iris_parse.state_from_summary(summary, pods)
+            self.writer.write_json("state.json", state)
+            self.record("state", started, output="state.json")
+            return
+        if not pods_ok:
+            self.record("state", started, error=f"controller state unknown: {iris_note} and the pod list "
+                                                 "could not be read; state.json not written")
+            return
+        state, note = iris_parse.derive_state(pods, self.manifest)
+        if state is None:
+            self.record("state", started, error=f"controller state unknown: {iris_note}; {note}")
+            return
+        self.writer.write_json("state.json", state)
+        self.record("state", started, output="state.json", error=f"{iris_note}; state {note}".lstrip("; "))
+
+    def logs_and_events(self, pods: list[kparse.PodInfo]) -> None:
+        ns = self.namespace
+        merged: list[dict] = []
+        events_ok = False
+        for pod in pods[:MAX_PODS]:
+            base = f"/api/v1/namespaces/{ns}/pods/{pod.name}/log"
+            for previous in ([False, True] if pod.restart_count > 0 else [False]):
+                if self.out_of_time(f"logs of {pod.name}"):
+                    return self._write_events(merged, events_ok)
+                suffix = ".previous.log" if previous else ".log"
+                params = {"container": kparse.TASK_CONTAINER, "limitBytes": LOG_LIMIT_BYTES,
+                          "previous": "true" if previous else None, "tailLines": LOG_TAIL_LINES}
+                kwargs = {"name": pod.name, "namespace": ns, "container": kparse.TASK_CONTAINER,
+                          "tail_lines": LOG_TAIL_LINES, "limit_bytes": LOG_LIMIT_BYTES}
+                if previous:
+                    kwargs["previous"] = True
+                _, status, _ = self.rest("pod:log-previous" if previous else "pod:log", "read_namespaced_pod_log",
+                                         base, params, kwargs, f"pod_logs/{pod.name}{suffix}")
+                if status == 404:
+                    self.gone.add(pod.name)
+            if self.out_of_time(f"events of {pod.name}"):
+                return self._write_events(merged, events_ok)
+            selector = f"involvedObject.name={pod.name}"
+            body, _, _ = self.rest("pod:events", "list_namespaced_event", f"/api/v1/namespaces/{ns}/events",
+                                   {"fieldSelector": selector},
+                                   {"namespace": ns, "field_selector": selector},
+                                   f"raw/events/{pod.name}.json")
+            if body is not None:
+                try:
+                    merged.extend(kparse.events_for(json.loads(body), [pod.name]))
+                    events_ok = True
+                except ValueError:
+                    pass
+        self._write_events(merged, events_ok)
+
+    def _write_events(self, merged: list[dict], ok: bool) -> None:
+        if ok:
+            self.writer.write_json("events.json", {"kind": "EventList", "apiVersion": "v1", "metadata": {},
+                                                   "items": merged})
+
+    def live(self, pods: list[kparse.PodInfo]) -> None:
+        """GPU polls, process roles, stacks and Ray log tails from the running pods (newest generation)."""
+        targets = [p for p in kparse.newest_generation(pods) if p.running][:MAX_PODS]
+        if not targets:
+            return
+        inventory: dict[str, list[dict]] = {}
+        ps_rows: dict[str, list[dict]] = {}
+        for pod in targets:
+            if self.out_of_time(f"GPU inventory of {pod.name}"):
+                break
+            out = self.exec(pod.name, INVENTORY_ARGV, "exec:nvidia-smi-inventory",
+                            f"raw/exec/{pod.name}/nvidia-smi.inventory.csv")
+            inventory[pod.name] = kparse.parse_gpu_inventory(out.stdout.decode("utf-8", "replace"))
+            if self.out_of_time(f"process list of {pod.name}"):
+                break
+            out = self.exec(pod.name, PS_ARGV, "exec:ps", f"raw/exec/{pod.name}/ps.txt")
+            ps_rows[pod.name] = kparse.parse_ps(out.stdout.decode("utf-8", "replace"))
+        rows: list[GpuPoll] = []
+        t0 = time.monotonic()
+        for i in range(self.polls):
+            due = t0 + i * self.poll_interval
+            if i == 1:
+                self.stacks_and_ray_logs(targets, ps_rows)  # use the wait between polls
+            wait = due - time.monotonic()
+            if wait > 0:
+                if wait >= self.deadline.remaining() - 1:
+                    self._note_deadline(f"GPU poll {i + 1}/{self.polls} and later (due after the deadline)")
+                    break
+                time.sleep(wait)
+            for pod in targets:
+                if self.out_of_time(f"GPU poll {i + 1}/{self.polls} of {pod.name}"):
+                    break
+                rows.extend(self.poll(pod.name, i, inventory.get(pod.name) or [], ps_rows.get(pod.name) or []))
+            if self.deadline.expired():
+                break
+        if self.polls == 1:
+            self.stacks_and_ray_logs(targets, ps_rows)
+        self.writer.write_jsonl("gpu_polls.jsonl", rows)
+        self.job_info(targets, inventory)
+
+    def _note_deadline(self, what: str) -> bool:
+        if not self.deadline_noted:
+            self.deadline_noted = True
+            t = utc_iso(self.clock())
+            self.writer.record(ProbeRecord(name="deadline", started_at=t, finished_at=t,
+                                           error=f"probe deadline {self.args.deadline} leaves no time for: {what}"))
+        return True
+
+    def poll(self, pod: str, i: int, inventory: list[dict], ps: list[dict]) -> list[GpuPoll]:
+        t = self.clock()
+        q = self.exec(pod, QUERY_GPU_ARGV, "exec:nvidia-smi-query-gpu", f"raw/exec/{pod}/query-gpu.poll{i}.csv")
+        if q.error or q.exit_code not in (0,):
+            return []
+        a = self.exec(pod, COMPUTE_APPS_ARGV, "exec:nvidia-smi-compute-apps",
+                      f"raw/exec/{pod}/compute-apps.poll{i}.csv")
+        apps = parse_compute_apps(a.stdout.decode("utf-8", "replace")) if a.exit_code == 0 else []
+        roles = kparse.gpu_roles(inventory, apps, ps, self.roles)
+        out = []
+        for row in parse_query_gpu(q.stdout.decode("utf-8", "replace")):
+            role, procs = roles.get(row["gpu"], ("unknown", []))
+            out.append(GpuPoll(t=utc_iso(t), host=pod, gpu=row["gpu"], util_pct=row["util_pct"],
+                               mem_used_mib=row["mem_used_mib"], mem_total_mib=row["mem_total_mib"],
+                               power_w=row["power_w"], role=role, processes=procs))
+        return out
+
+    def stacks_and_ray_logs(self, targets: list[kparse.PodInfo], ps_rows: dict[str, list[dict]]) -> None:
+        for pod in targets:
+            picked = [(row["pid"], self.roles.role_of(row["args"])) for row in ps_rows.get(pod.name) or []]
+            picked = [(pid, role) for pid, role in picked if role in self.roles.stack_roles]
+            for pid, role in picked[: self.roles.max_stacks_per_pod]:
+                if self.out_of_time(f"py-spy dump of {pod.name} pid {pid}"):
+                    return
+                self.exec(pod.name, ["py-spy", "dump", "--pid", str(pid), "--nonblocking"],
+                          f"exec:py-spy-dump:{role}", f"stacks/{pod.name}__{pid}.txt")
+        for pod in targets:
+            if self.out_of_time(f"Ray log listing of {pod.name}"):
+                return
+            ls = self.exec(pod.name, RAY_LS_ARGV, "exec:ray-logs-ls", f"raw/exec/{pod.name}/ray-logs.ls.txt")
+            if ls.exit_code != 0:
+                continue
+            for name in _pick_ray_files(kparse.parse_ls_full_iso(ls.stdout.decode("utf-8", "replace"))):
+                if self.out_of_time(f"Ray log tail {name} of {pod.name}"):
+                    return
+                self.exec(pod.name, ["tail", "-c", str(RAY_TAIL_BYTES), "--", f"{RAY_LOG_DIR}/{name}"],
+                          "exec:ray-log-tail", f"ray_vllm_logs/{pod.name}/{name}")
+
+    def job_info(self, targets: list[kparse.PodInfo], inventory: dict[str, list[dict]]) -> None:
+        names = [row["name"] for rows in inventory.values() for row in rows]
+        hardware = None
+        if names:
+            per_node = max(len(rows) for rows in inventory.values())
+            nodes = len({p.node or p.name for p in targets})
+            hardware = HardwareInfo(gpu=kparse.gpu_class(names[0]), gpus_per_node=per_node, nodes=nodes)
+        self.writer.write_json("job.json", JobInfo(hardware=hardware))
+
+
+def _pick_ray_files(entries: list[dict]) -> list[str]:
+    """Which Ray log files to tail: by kind (raylet, gcs, driver, worker .err/.out), newest first."""
+    files = [e for e in entries if e["type"] == "file" and e["size"] > 0 and _SAFE_FILE.match(e["name"])]
+    picked: list[str] = []
+    for pattern in _RAY_FILE_PRIORITY:
+        group = sorted((e for e in files if pattern.match(e["name"])), key=lambda e: e["mtime"], reverse=True)
+        for e in group:
+            if len(picked) >= RAY_MAX_FILES_PER_POD:
+                return picked
+            if e["name"] not in picked:
+                picked.append(e["name"])
+    return picked
+
+
+def _exec_status(raw: str, subprotocol: str | None) -> tuple[int | None, str | None]:
+    """Exit code and error from the exec error channel (v4/v5: a Status JSON; v1: plain text)."""
+    raw = (raw or "").strip()
+    if not raw:
+        return (0, None) if subprotocol == "channel.k8s.io" else (None, "no exit status on the error channel")
+    try:
+        status = json.loads(raw)
+    except ValueError:
+        m = re.search(r"exit code:?\s*(\d+)", raw)
+        return (int(m.group(1)) if m else None), _short(raw, 300)
+    if status.get("status") == "Success":
+        return 0, None
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            try:
+                return int(cause.get("message")), None
+            except (TypeError, ValueError):
+                break
+    return None, _short(status.get("message") or raw, 300)
+
+
+# --------------------------------------------------------------------------- entry point
+
+def bundle_dir(bundle_root: Path, cluster: str, job_id: str) -> Path:
+    user, job = kparse.split_job_id(job_id)
+    return Path(bundle_root).expanduser() / "jobs" / cluster / user / job
+
+
+def capture(args, *, now: datetime | None = None) -> Path:
+    """Capture one Iris job's live evidence into its bundle; return the bundle directory.
+
+    Raises ``UsageError`` only for bad arguments; every cluster-side fault is recorded.
+    """
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    job_id = args.job
+    try:
+        kparse.split_job_id(job_id)
+    except ValueError as exc:
+        raise UsageError(f"--job: {exc}") from exc
+    cluster = args.cluster or ""
+    if not cluster or "/" in cluster or cluster in (".", ".."):
+        raise UsageError("--cluster: the Iris cluster name is required for --backend iris (e.g. cw-us-east-02a)")
+    for name in ("deadline", "command_timeout", "poll_interval"):
+        parse_duration(getattr(args, name))  # UsageError on a bad duration
+    bundle = bundle_dir(args.bundle_root, cluster, job_id)
+    manifest = None
+    manifest_path = bundle / "manifest.json"
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text(errors="replace"))
+        except (ValueError, OSError):
+            manifest = None
+    writer = CaptureWriter(bundle, backend="iris", cluster=cluster, job_id=job_id, now=now)
+    writer.flush()
+    probe = _Probe(args, now, writer, bundle, job_id, cluster, manifest)
+    try:
+        connected = probe.connect()
+        pod_list, pods = probe.discover() if connected else (None, [])
+        probe.controller_state(pod_list is not None, pods)
+        if pod_list is not None:
+            probe.logs_and_events(pods)
+            probe.live(pods)
+    except Exception as exc:  # noqa: BLE001 - never a traceback; the diagnosis reports ERROR
+        t = utc_iso(probe.clock())
+        writer.record(ProbeRecord(name="probe", started_at=t, finished_at=t,
+                                  error=_short(f"internal probe failure: {type(exc).__name__}: {exc}", 500)))
+    finally:
+        tmp = getattr(probe, "_tmp", None)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if probe.api_client is not None:
+            try:
+                probe.api_client.close()
+            except Exception:  # noqa: BLE001
+                pass
+        writer.flush()
+    return bundle

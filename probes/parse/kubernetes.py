@@ -1,0 +1,349 @@
+"""Pure parsers for what the Iris/CoreWeave live probe reads through the Kubernetes API.
+
+Nothing here talks to a cluster: every function takes text or already-decoded JSON and
+returns plain data, so each normalized capture file can be re-derived from ``raw/``.
+
+Pod identification follows the cluster's own naming (marin-artifacts §4.3):
+- label ``iris.job_id`` == ``<user>.<job>`` (truncated by Kubernetes at 63 characters),
+- label ``kueue.x-k8s.io/pod-group-name`` starting ``iris-pg-<sha256("/<user>/<job>")[:16]>-<attempt>``,
+- or, for pods carrying neither label, a name that contains the job's short name.
+A pod whose identity labels name a *different* job is never taken on a name match.
+Pod name schemes: ``iris-<user>-<job>-<rank>-<hash>-<gen>`` (single-node RL) and
+``iris-<user>-<job>-<hash>-<rank>`` (leafgroup / multi-node).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+JOB_ID_RE = re.compile(r"^/([^/\s]+)/([^/\s]+)$")
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+JOB_LABEL = "iris.job_id"
+TASK_CONTAINER = "task"
+
+
+# --------------------------------------------------------------------------- job identity
+
+def split_job_id(job_id: str) -> tuple[str, str]:
+    """``/<user>/<job>`` -> (user, job); ValueError otherwise (marin-artifacts §1.1)."""
+    m = JOB_ID_RE.match(job_id or "")
+    if not m or m.group(1) in (".", "..") or m.group(2) in (".", ".."):
+        raise ValueError(f"not an Iris job id /<user>/<job>: {job_id!r}")
+    return m.group(1), m.group(2)
+
+
+def job_label_value(job_id: str) -> str:
+    user, job = split_job_id(job_id)
+    return f"{user}.{job}"
+
+
+def pod_group_prefix(job_id: str) -> str:
+    digest = hashlib.sha256(job_id.encode()).hexdigest()[:16]
+    return f"iris-pg-{digest}-"
+
+
+def short_name(job_id: str) -> str:
+    return split_job_id(job_id)[1].lower()
+
+
+def _labels(pod: dict) -> dict[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def match_reason(pod: dict, job_id: str) -> str | None:
+    """Why ``pod`` belongs to ``job_id`` ("label", "pod-group", "name"), or None."""
+    labels = _labels(pod)
+    name = ((pod.get("metadata") or {}).get("name") or "").lower()
+    want = job_label_value(job_id)
+    label = labels.get(JOB_LABEL)
+    if label is not None:
+        if label == want or (len(want) > 63 and label == want[:63]):
+            return "label"
+    group = labels.get(POD_GROUP_LABEL)
+    prefix = pod_group_prefix(job_id)
+    if group is not None and group.startswith(prefix) and group[len(prefix):].isdigit():
+        return "pod-group"
+    if label is not None or group is not None:
+        return None  # identity labels name another job
+    if short_name(job_id) in name:
+        return "name"
+    return None
+
+
+# --------------------------------------------------------------------------- pod facts
+
+_SINGLE = re.compile(r"^-(?P<rank>\d+)-(?P<hash>[0-9a-z]+)-(?P<gen>\d+)$")
+_LEAF = re.compile(r"^-(?P<hash>[0-9a-z]+)-(?P<rank>\d+)$")
+
+
+def parse_pod_name(name: str, job_short: str) -> dict:
+    """Rank and retry generation from a pod name: ``{"rank", "generation", "scheme"}`` (None if unknown).
+
+    The part after the job's short name is parsed, so a job name ending in digits
+    (``rl-run-2``) is not mistaken for a rank.
+    """
+    lname, short = name.lower(), job_short.lower()
+    idx = lname.rfind(short)
+    rest = lname[idx + len(short):] if idx >= 0 else None
+    candidates = [rest] if rest is not None else []
+    if rest is None:  # matched by label only: try the trailing segments
+        segs = lname.split("-")
+        candidates = ["-" + "-".join(segs[-3:]), "-" + "-".join(segs[-2:])]
+    for text in candidates:
+        m = _SINGLE.match(text)
+        if m:
+            return {"rank": int(m["rank"]), "generation": int(m["gen"]), "scheme": "single-node"}
+        m = _LEAF.match(text)
+        if m:
+            return {"rank": int(m["rank"]), "generation": None, "scheme": "leafgroup"}
+    return {"rank": None, "generation": None, "scheme": None}
+
+
+def _task_env(pod: dict, key: str) -> str | None:
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        if c.get("name") == TASK_CONTAINER:
+            for env in c.get("env") or []:
+                if env.get("name") == key and isinstance(env.get("value"), str):
+                    return env["value"]
+    return None
+
+
+def _container_status(pod: dict, name: str = TASK_CONTAINER) -> dict:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == name:
+            return cs
+    return {}
+
+
+@dataclass
+class PodInfo:
+    name: str
+    phase: str
+    rank: int | None
+    generation: int
+    match: str
+    node: str | None
+    created: str | None
+    started: str | None
+    deleting: bool
+    restart_count: int
+    last_terminated: dict | None       # lastState.terminated of container task
+    terminated: dict | None            # state.terminated of container task
+    waiting_reason: str | None
+    gpus_requested: int | None
+    pod_reason: str | None             # status.reason (e.g. Evicted)
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running" and not self.deleting
+
+
+def pod_info(pod: dict, job_id: str) -> PodInfo | None:
+    """Normalized facts about one pod of ``job_id`` (None if the pod is not the job's)."""
+    reason = match_reason(pod, job_id)
+    if reason is None:
+        return None
+    meta, status, spec = pod.get("metadata") or {}, pod.get("status") or {}, pod.get("spec") or {}
+    name = meta.get("name") or ""
+    parsed = parse_pod_name(name, short_name(job_id))
+    generation = parsed["generation"]
+    group = _labels(pod).get(POD_GROUP_LABEL, "")
+    prefix = pod_group_prefix(job_id)
+    if generation is None and group.startswith(prefix) and group[len(prefix):].isdigit():
+        generation = int(group[len(prefix):])
+    rank = parsed["rank"]
+    if rank is None:  # IRIS_TASK_ID=/user/job/<rank>[:<attempt>] (marin-artifacts §4.2)
+        task_id = _task_env(pod, "IRIS_TASK_ID") or ""
+        m = re.search(r"/(\d+)(?::\d+)?$", task_id)
+        rank = int(m.group(1)) if m else None
+    cs = _container_status(pod)
+    gpus = None
+    for c in spec.get("containers") or []:
+        if c.get("name") == TASK_CONTAINER:
+            lim = ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
+            try:
+                gpus = int(lim) if lim is not None else None
+            except (TypeError, ValueError):
+                gpus = None
+    return PodInfo(
+        name=name, phase=status.get("phase") or "Unknown", rank=rank, generation=generation or 0,
+        match=reason, node=spec.get("nodeName"), created=meta.get("creationTimestamp"),
+        started=status.get("startTime"), deleting=bool(meta.get("deletionTimestamp")),
+        restart_count=int(cs.get("restartCount") or 0),
+        last_terminated=(cs.get("lastState") or {}).get("terminated"),
+        terminated=(cs.get("state") or {}).get("terminated"),
+        waiting_reason=((cs.get("state") or {}).get("waiting") or {}).get("reason"),
+        gpus_requested=gpus, pod_reason=status.get("reason"))
+
+
+def job_pods(pod_list: dict, job_id: str) -> list[PodInfo]:
+    """All pods of the job in a PodList, sorted by (generation, rank, name)."""
+    infos = [i for i in (pod_info(p, job_id) for p in pod_list.get("items") or []) if i]
+    return sorted(infos, key=lambda i: (i.generation, -1 if i.rank is None else i.rank, i.name))
+
+
+def newest_generation(pods: list[PodInfo]) -> list[PodInfo]:
+    """Pods of the newest retry generation only."""
+    if not pods:
+        return []
+    gen = max(p.generation for p in pods)
+    return [p for p in pods if p.generation == gen]
+
+
+def filter_pod_list(pod_list: dict, job_id: str) -> dict:
+    """The PodList with only the job's items (metadata, kind, apiVersion untouched)."""
+    out = {k: v for k, v in pod_list.items() if k != "items"}
+    out["items"] = [p for p in pod_list.get("items") or [] if match_reason(p, job_id)]
+    return out
+
+
+def events_for(event_list: dict, pod_names: Iterable[str]) -> list[dict]:
+    names = set(pod_names)
+    return [e for e in event_list.get("items") or []
+            if (e.get("involvedObject") or {}).get("name") in names]
+
+
+# --------------------------------------------------------------------------- in-pod command output
+
+def parse_ps(text: str) -> list[dict]:
+    """``ps -eo pid,args --no-headers -ww`` -> ``[{"pid", "args"}]`` (a PID header line is skipped)."""
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"^\s*(\d+)\s+(.*\S)\s*$", line)
+        if m:
+            rows.append({"pid": int(m.group(1)), "args": m.group(2)})
+    return rows
+
+
+def parse_gpu_inventory(text: str) -> list[dict]:
+    """``nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`` -> ``[{"gpu", "uuid", "name"}]``.
+
+    ``name`` is last so a GPU name containing commas survives.
+    """
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < 3 or not cells[0].isdigit():
+            continue
+        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": ",".join(cells[2:]).strip()})
+    return rows
+
+
+_LS_FULL_ISO = re.compile(
+    r"^(?P<mode>[-dlcbps][-rwxsStT]{9})[.+@]?\s+\d+\s+\S+\s+\S+\s+(?P<size>\d+)\s+"
+    r"(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s+(?P<tz>[+-]\d{4})\s+(?P<name>.+)$")
+
+
+def parse_ls_full_iso(text: str) -> list[dict]:
+    """``ls -la --time-style=full-iso -- DIR`` -> ``[{"name", "size", "mtime", "type"}]`` (no . / ..)."""
+    rows = []
+    for line in text.splitlines():
+        m = _LS_FULL_ISO.match(line.rstrip())
+        if not m:
+            continue
+        name = m["name"]
+        if m["mode"][0] == "l" and " -> " in name:
+            name = name.split(" -> ", 1)[0]
+        if name in (".", ".."):
+            continue
+        tz = m["tz"]
+        mtime = datetime.fromisoformat(f"{m['date']}T{m['time']}{tz[:3]}:{tz[3:]}")
+        rows.append({"name": name, "size": int(m["size"]), "mtime": mtime,
+                     "type": {"-": "file", "d": "dir", "l": "link"}.get(m["mode"][0], "other")})
+    return rows
+
+
+# --------------------------------------------------------------------------- roles
+
+@dataclass
+class RoleTable:
+    """Process -> role mapping, loaded from ``rules/process_roles.yaml``."""
+    rules: list[tuple[str, re.Pattern, bool]] = field(default_factory=list)  # (role, pattern, gpu_role)
+    stack_roles: frozenset[str] = frozenset()
+    max_stacks_per_pod: int = 8
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> "RoleTable":
+        rules = []
+        for entry in data.get("roles") or []:
+            for pat in entry.get("patterns") or []:
+                rules.append((entry["role"], re.compile(pat), bool(entry.get("gpu_role", True))))
+        return cls(rules=rules, stack_roles=frozenset(data.get("stack_roles") or []),
+                   max_stacks_per_pod=int(data.get("max_stacks_per_pod", 8)))
+
+    def role_of(self, text: str) -> str | None:
+        for role, pat, _ in self.rules:
+            if pat.search(text or ""):
+                return role
+        return None
+
+    def gpu_roles(self) -> set[str]:
+        return {role for role, _, gpu in self.rules if gpu}
+
+
+def process_roles(ps_rows: list[dict], table: RoleTable) -> dict[int, str]:
+    """pid -> role for every process whose args match the table."""
+    out = {}
+    for row in ps_rows:
+        role = table.role_of(row["args"])
+        if role:
+            out[row["pid"]] = role
+    return out
+
+
+def gpu_roles(inventory: list[dict], apps: list[dict], ps_rows: list[dict],
+              table: RoleTable) -> dict[int, tuple[str, list[str]]]:
+    """GPU index -> (role, process descriptions) from compute apps joined with ``ps``.
+
+    A GPU whose processes all map to one GPU role (``policy`` / ``inference``) gets it;
+    none, or a mix of roles (colocated), gives ``unknown``. The process list is kept either way.
+    """
+    by_uuid = {row["uuid"]: row["gpu"] for row in inventory}
+    args_by_pid = {row["pid"]: row["args"] for row in ps_rows}
+    allowed = table.gpu_roles()
+    procs: dict[int, list[str]] = {}
+    roles: dict[int, set[str]] = {}
+    for app in apps:
+        gpu = by_uuid.get(app["gpu_uuid"])
+        if gpu is None:
+            continue
+        args = args_by_pid.get(app["pid"]) or app.get("process_name") or ""
+        role = table.role_of(args) or table.role_of(app.get("process_name") or "")
+        procs.setdefault(gpu, []).append(f"{app['pid']} {args}".strip())
+        roles.setdefault(gpu, set())
+        if role in allowed:
+            roles[gpu].add(role)
+        else:
+            roles[gpu].add("unknown")
+    out = {}
+    for row in inventory:
+        gpu = row["gpu"]
+        rs = roles.get(gpu, set())
+        role = next(iter(rs)) if len(rs) == 1 and "unknown" not in rs else "unknown"
+        out[gpu] = (role, procs.get(gpu, []))
+    return out
+
+
+# --------------------------------------------------------------------------- hardware
+
+_GPU_NAMES = [
+    (re.compile(r"GH200", re.I), "GH200-96GB"),
+    (re.compile(r"GB200", re.I), "GB200"),
+    (re.compile(r"H200", re.I), "H200-141GB"),
+    (re.compile(r"B200", re.I), "B200-180GB"),
+    (re.compile(r"H100.*(PCIe)", re.I), "H100-80GB-PCIe"),
+    (re.compile(r"H100", re.I), "H100-80GB-SXM"),
+    (re.compile(r"A100.*80", re.I), "A100-80GB"),
+    (re.compile(r"A100", re.I), "A100-40GB"),
+]
+
+
+def gpu_class(name: str) -> str:
+    """nvidia-smi product name -> the contract's hardware class (``NVIDIA H100 80GB HBM3`` -> ``H100-80GB-SXM``)."""
+    for pat, cls in _GPU_NAMES:
+        if pat.search(name):
+            return cls
+    return name.strip() or "unknown"

@@ -1,0 +1,77 @@
+"""vLLM stats-logger lines in every era, and enforce_eager evidence.
+
+Eras (log-formats §1.2): V0 ``... Running: R reqs, Swapped: S reqs, Pending: P reqs, GPU KV
+cache usage: K%, CPU KV cache usage: C%.``; early V1 ``... Running: R reqs, Waiting: W reqs ``;
+V1 ``Engine NNN: ... Waiting: W reqs, GPU KV cache usage: K%, Prefix cache hit rate: H%``;
+2026 V1 with extra ``X cache hit rate`` fields. The engine identity is the Ray actor /
+process prefix plus the ``Engine NNN`` index when present.
+"""
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+STATS_RE = re.compile(
+    r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<prompt>[0-9.]+) tokens/s, "
+    r"Avg generation throughput: (?P<gen>[0-9.]+) tokens/s, Running: (?P<running>\d+) reqs"
+    r"(?:, Swapped: (?P<swapped>\d+) reqs)?"
+    r"(?:, (?:Pending|Waiting): (?P<waiting>\d+) reqs)?"
+    r"(?:, GPU KV cache usage: (?P<kv>[0-9.]+)%)?")
+PREFIX_RE = re.compile(r"^\s*\((?P<actor>[A-Za-z0-9_]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9.:a-f]+))?\)")
+EAGER_TRUE_RE = re.compile(r"(?:enforce_eager\s*[=:]\s*['\"]?(?:True|true|1)\b|Cudagraph is disabled under eager mode|Enforce eager set, disabling)")
+EAGER_FALSE_RE = re.compile(r"(?:enforce_eager\s*[=:]\s*['\"]?(?:False|false|0)\b|Graph capturing finished|Capturing CUDA graphs)")
+
+
+class StatsSample(BaseModel):
+    """One vLLM stats line."""
+    model_config = ConfigDict(frozen=True)
+    engine: str
+    ts: float | None
+    prompt_tok_s: float
+    gen_tok_s: float
+    running: int
+    waiting: int
+    kv_pct: float | None
+    source: str
+    line: int
+    era: str
+
+
+def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSample | None:
+    m = STATS_RE.search(text)
+    if not m:
+        return None
+    prefix = PREFIX_RE.search(text)
+    engine_idx = m.group("engine")
+    if prefix:
+        who = f"{prefix.group('actor')}:{prefix.group('ip') or '-'}:{prefix.group('pid')}"
+    else:
+        who = source
+    engine = f"{who}#{engine_idx}" if engine_idx is not None else who
+    if m.group("swapped") is not None:
+        era = "v0"
+    elif engine_idx is not None:
+        era = "v1-2026" if "MM cache hit rate" in text or "External prefix" in text else "v1"
+    else:
+        era = "v1-early"
+    return StatsSample(engine=engine, ts=ts, prompt_tok_s=float(m.group("prompt")), gen_tok_s=float(m.group("gen")),
+                       running=int(m.group("running")), waiting=int(m.group("waiting") or 0),
+                       kv_pct=float(m.group("kv")) if m.group("kv") else None, source=source, line=line, era=era)
+
+
+def eager_from_line(text: str) -> bool | None:
+    """True/False when an engine init/config line states enforce_eager, else None."""
+    if EAGER_TRUE_RE.search(text):
+        return True
+    if EAGER_FALSE_RE.search(text):
+        return False
+    return None
+
+
+def eager_from_config(config_text: str) -> bool | None:
+    """enforce_eager from a resolved launch configuration / entrypoint text (last setting wins)."""
+    found = None
+    for m in re.finditer(r"enforce_eager[\"']?\s*[=:]\s*[\"']?(true|false|True|False|1|0)\b", config_text):
+        found = m.group(1).lower() in ("true", "1")
+    return found

@@ -1,0 +1,571 @@
+"""Build the ``rlhealth.audit/v1`` completion record (a plain JSON-able dict)."""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+from rlhealth.audit import config as C
+from rlhealth.audit import logs as L
+from rlhealth.audit import policy as P
+from rlhealth.audit.publication import find_trace_manifest, trace_manifest_check, verify_published
+from rlhealth.audit.safefs import Root
+from rlhealth.audit.weights import config_and_tokenizer, validate_weights
+from rlhealth.redact import redact
+
+SCHEMA = "rlhealth.audit/v1"
+RUNNING = {"pending", "building", "running", "unspecified"}
+TERMINAL = {"succeeded", "failed", "killed", "worker_failed", "unschedulable", "absent"}
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+RANK_FILE = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
+STAMP = re.compile(r"^\d{8}T\d{6}Z$")
+LOG_SUFFIXES = (".out", ".log", ".err")
+
+
+def _parse_time(v) -> datetime | None:
+    if not isinstance(v, str):
+        return None
+    try:
+        return datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+class Audit:
+    def __init__(self, run: Path, bundle: Path | None, export_dir: Path | None, published: Path | None,
+                 policy: P.Policy | None, now: datetime):
+        self.run = Root("run", run)
+        self.bundle = Root("bundle", bundle) if bundle else None
+        self.export = Root("export", export_dir) if export_dir else None
+        self.published = Root("published", published) if published else None
+        self.policy = policy
+        self.now = now
+        self.problems: list[dict] = []
+
+    def problem(self, severity: str, code: str, message: str) -> None:
+        self.problems.append({"severity": severity, "code": code, "message": redact(message)})
+
+    # ------------------------------------------------------------------ controller state
+    def controller(self) -> tuple[dict | None, dict, Path | None]:
+        """(manifest, controller-state dict, newest capture dir)."""
+        manifest, cap_dir, state = None, None, {"state": None, "source": None, "attempts": [], "failure_count": None,
+                                                  "max_retries": None}
+        if self.bundle is None:
+            return None, state, None
+        b = self.bundle
+        mp = b.path / "manifest.json"
+        if b.is_file(mp):
+            text = b.read_text(mp)
+            try:
+                manifest = json.loads(text) if text is not None else None
+            except ValueError:
+                manifest = None
+            if not isinstance(manifest, dict):
+                self.problem("warning", "manifest-unreadable", "bundle manifest.json is not a JSON object")
+                manifest = None
+        job = manifest.get("job") if manifest and isinstance(manifest.get("job"), dict) else {}
+        if isinstance(job.get("state"), str):
+            state.update(state=job["state"].strip().lower(), source="bundle:manifest.json job.state",
+                         at=manifest.get("synced_at"))
+        caps = [p for p in b.listdir(b.path / "rlhealth" / "captures") if STAMP.match(p.name) and b.is_dir(p)]
+        if caps:
+            cap_dir = caps[-1]
+            sp = cap_dir / "state.json"
+            text = b.read_text(sp) if b.is_file(sp) else None
+            try:
+                doc = json.loads(text) if text else None
+            except ValueError:
+                doc = None
+                self.problem("warning", "capture-state-unreadable", f"{b.display(sp)} is not JSON")
+            if isinstance(doc, dict) and isinstance(doc.get("state"), str):
+                cap_at = None
+                cj = cap_dir / "capture.json"
+                ctext = b.read_text(cj) if b.is_file(cj) else None
+                try:
+                    cap_at = (json.loads(ctext) or {}).get("captured_at") if ctext else None
+                except (ValueError, AttributeError):
+                    cap_at = None
+                m_at, c_at = _parse_time(state.get("at")), _parse_time(cap_at)
+                if state["state"] is None or m_at is None or c_at is None or c_at >= m_at:
+                    state.update(state=doc["state"].strip().lower(), source=b.display(sp), at=cap_at)
+                state["attempts"] = doc.get("attempts") if isinstance(doc.get("attempts"), list) else []
+                state["failure_count"] = doc.get("failure_count")
+                state["max_retries"] = doc.get("max_retries")
+        return manifest, state, cap_dir
+
+    # ------------------------------------------------------------------ logs
+    def log_files(self) -> list[tuple[Root, Path, bool]]:
+        out: list[tuple[Root, Path, bool]] = []
+        finelogs = []
+        if self.bundle is not None and self.bundle.is_file(self.bundle.path / "finelog.log"):
+            finelogs.append((self.bundle, self.bundle.path / "finelog.log", True))
+        if self.run.is_file(self.run.path / "finelog.log") and not finelogs:
+            finelogs.append((self.run, self.run.path / "finelog.log", True))
+        out += finelogs
+        if not finelogs:
+            chain = []
+            for d, root in ((self.run.path / "logs", self.run), (self.run.path, self.run)):
+                for p in root.listdir(d):
+                    if p.name.endswith(LOG_SUFFIXES[:1] + LOG_SUFFIXES[1:2]) and root.is_file(p):
+                        chain.append((root, p, False))
+            if self.bundle is not None:
+                for p in self.bundle.listdir(self.bundle.path / "slurm_logs"):
+                    if p.name.endswith(".out") and self.bundle.is_file(p):
+                        chain.append((self.bundle, p, False))
+            out += chain
+        return out
+
+    # ------------------------------------------------------------------ checkpoints and exports
+    def checkpoint_root(self) -> Path | None:
+        r = self.run
+        for name in ("ckpts", "checkpoints", "ckpt"):
+            if r.is_dir(r.path / name):
+                return r.path / name
+        if r.is_file(r.path / "latest_ckpt_global_step.txt"):
+            return r.path
+        for d in r.listdir(r.path):
+            if r.is_dir(d) and r.is_file(d / "latest_ckpt_global_step.txt"):
+                return d
+        return None
+
+    def export_root(self) -> tuple[Root, Path] | None:
+        if self.export is not None:
+            return self.export, self.export.path
+        for name in ("exports", "export"):
+            if self.run.is_dir(self.run.path / name):
+                return self.run, self.run.path / name
+        return None
+
+    def latest_marker(self, root: Path | None) -> tuple[int | None, str]:
+        if root is None:
+            return None, "no checkpoint directory"
+        p = root / "latest_ckpt_global_step.txt"
+        if not self.run.is_file(p):
+            return None, "latest_ckpt_global_step.txt absent"
+        text = self.run.read_text(p, limit=4096)
+        if text is None or not re.fullmatch(r"\s*\d+\s*", text):
+            self.problem("blocking", "latest-marker-invalid", f"{self.run.display(p)} is not an integer step")
+            return None, "latest_ckpt_global_step.txt is not an integer"
+        return int(text), self.run.display(p)
+
+    def checkpoint_candidate(self, d: Path, step: int, latest: int | None, metrics: dict) -> dict:
+        r = self.run
+        checks = []
+        pol = d / "policy"
+        size = None
+        if not r.is_dir(pol):
+            checks.append(_c("policy_dir", "fail", "policy/ directory absent"))
+        else:
+            names = [p.name for p in r.listdir(pol)]
+            ranks: dict[tuple[str, int], set[int]] = {}
+            for n in names:
+                m = RANK_FILE.match(n)
+                if m:
+                    ranks.setdefault((m[1], int(m[2])), set()).add(int(m[3]))
+            distcp = [n for n in names if n.endswith(".distcp")]
+            if ranks:
+                sizes = {w for (_, w) in ranks}
+                if len(sizes) != 1:
+                    checks.append(_c("rank_shards", "fail", f"rank files disagree on world size: {sorted(sizes)}"))
+                else:
+                    w = sizes.pop()
+                    gaps = [f"{kind}: missing rank(s) {sorted(set(range(w)) - got)[:8]}" for (kind, _), got in sorted(ranks.items())
+                            if got != set(range(w))]
+                    if ("model", w) not in ranks:
+                        gaps.append("no model_world_size_*_rank_*.pt files")
+                    fc = pol / "fsdp_config.json"
+                    ftxt = r.read_text(fc) if r.is_file(fc) else None
+                    try:
+                        fws = (json.loads(ftxt) or {}).get("world_size") if ftxt else None
+                    except (ValueError, AttributeError):
+                        fws = None
+                    if fws is not None and fws != w:
+                        gaps.append(f"fsdp_config.json world_size={fws} but rank files say {w}")
+                    checks.append(_c("rank_shards", "fail" if gaps else "pass",
+                                     "; ".join(gaps) if gaps else f"all {w} rank(s) present for {', '.join(sorted(k for k, _ in ranks))}"))
+            elif distcp:
+                checks.append(_c("rank_shards", "warn", f"Megatron dist-checkpoint ({len(distcp)} .distcp files); shard completeness not verified"))
+            elif any(n.endswith(".safetensors") or n == "model.safetensors.index.json" for n in names):
+                wc, size = validate_weights(r, pol)
+                checks += wc
+            else:
+                checks.append(_c("rank_shards", "fail", "no model weights (rank .pt, .distcp or safetensors) under policy/"))
+            hf = pol / "huggingface"
+            if r.is_dir(hf):
+                checks += config_and_tokenizer(r, hf)
+                if any(p.name.endswith(".safetensors") for p in r.listdir(hf)):
+                    wc, size = validate_weights(r, hf)
+                    checks += wc
+            else:
+                checks.append(_c("config_json", "fail", "policy/huggingface/ (config and tokenizer) absent"))
+        for f in ("trainer_state.pt", "data.pt"):
+            if not r.is_file(d / f):
+                checks.append(_c("trainer_state", "warn", f"{f} absent (resume state incomplete)"))
+        checks += self.step_checks(step, latest, metrics)
+        return _candidate("checkpoint", r.display(d), step, checks, size)
+
+    def step_checks(self, step: int | None, latest: int | None, metrics: dict) -> list[dict]:
+        out = []
+        if step is None:
+            out.append(_c("step_consistency", "warn", "step unknown (no global_step_N in the path)"))
+            return out
+        if latest is None:
+            out.append(_c("step_consistency", "warn", "latest_ckpt_global_step.txt unavailable; step not cross-checked"))
+        elif step > latest:
+            out.append(_c("step_consistency", "fail", f"step {step} exceeds latest_ckpt_global_step={latest} (in-flight or stale write)"))
+        else:
+            out.append(_c("step_consistency", "pass", f"step {step} <= latest_ckpt_global_step={latest}"))
+        if not metrics:
+            out.append(_c("metric_coverage", "warn", "no training metrics found for any step"))
+        elif step in metrics:
+            out.append(_c("metric_coverage", "pass", f"metrics present for step {step} (window {min(metrics)}..{max(metrics)})"))
+        else:
+            out.append(_c("metric_coverage", "warn", f"no metrics logged for step {step} (window {min(metrics)}..{max(metrics)})"))
+        return out
+
+    def export_candidates(self, latest: int | None, metrics: dict, ckpt_steps: set[int]) -> list[dict]:
+        er = self.export_root()
+        if er is None:
+            return []
+        root, base = er
+        dirs: list[tuple[Path, int | None]] = []
+        for d in root.listdir(base):
+            m = STEP_DIR.match(d.name)
+            if m and root.is_dir(d):
+                dirs.append((d / "policy" if root.is_dir(d / "policy") else d, int(m[1])))
+        if not dirs and any(p.name.endswith(".safetensors") or p.name == "model.safetensors.index.json" for p in root.listdir(base)):
+            dirs.append((base, None))
+        out = []
+        for d, step in sorted(dirs, key=lambda x: (x[1] is None, x[1] or 0)):
+            checks, size = validate_weights(root, d)
+            checks += config_and_tokenizer(root, d)
+            checks += self.step_checks(step, latest, metrics)
+            if step is not None and ckpt_steps and step not in ckpt_steps:
+                checks.append(_c("checkpoint_for_step", "warn", f"no training checkpoint global_step_{step} kept (cannot re-export)"))
+            out.append(_candidate("export", root.display(d), step, checks, size))
+        return out
+
+    # ------------------------------------------------------------------ trials
+    def trials(self) -> dict:
+        found = []
+        for root in [r for r in (self.bundle, self.run) if r is not None]:
+            d = root.path / "trace_jobs"
+            if root.is_dir(d):
+                trial_dirs = [p for p in root.listdir(d) if root.is_dir(p)]
+                results = sum(1 for t in trial_dirs if root.is_file(t / "result.json"))
+                verifier = sum(1 for t in trial_dirs if root.is_dir(t / "verifier"))
+                found.append({"path": root.display(d), "trials": len(trial_dirs), "results": results, "verifier": verifier})
+        return {"locations": found, "trials": sum(f["trials"] for f in found),
+                "results": sum(f["results"] for f in found), "verifier": sum(f["verifier"] for f in found)}
+
+
+def _c(check, status, detail):
+    return {"check": check, "status": status, "detail": redact(detail)}
+
+
+def _candidate(kind, path, step, checks, size):
+    valid = not any(c["status"] == "fail" for c in checks)
+    ident = f"{kind}@{step}" if step is not None else f"{kind}@{path}"
+    return {"id": ident, "kind": kind, "path": path, "step": step, "valid": valid, "checks": checks, "model_size": size}
+
+
+def build_record(run: Path, bundle: Path | None, export_dir: Path | None, published: Path | None,
+                 policy: P.Policy | None, now: datetime) -> dict:
+    a = Audit(run, bundle, export_dir, published, policy, now)
+    manifest, ctrl, cap_dir = a.controller()
+    cfg = C.load_config(a.run, a.bundle, manifest, cap_dir)
+    for msg in cfg.problems:
+        a.problem("warning", "config-unparsable", msg)
+    mode, mode_evidence = cfg.mode()
+    settings = cfg.settings()
+
+    facts = L.scan_logs(a.log_files())
+    metrics = facts.metrics
+    budget = settings.get("max_steps") if isinstance(settings.get("max_steps"), int) else None
+    budget_source = "configuration max_steps" if budget is not None else None
+    if facts.progress is not None:
+        if budget is None:
+            budget, budget_source = facts.progress[1], f"log: Training Step Progress ({facts.progress_quote['source']}:{facts.progress_quote['line']})"
+        elif budget != facts.progress[1]:
+            a.problem("warning", "budget-disagreement", f"configured max_steps={budget} but the log reports a budget of {facts.progress[1]}")
+    last_step = max([*metrics, facts.progress[0] if facts.progress else 0]) if (metrics or facts.progress) else None
+    budget_complete = budget is not None and last_step is not None and last_step >= budget
+
+    # ---- terminal state
+    st = ctrl["state"]
+    if st in RUNNING:
+        terminal, outcome = False, "not terminal"
+        a.problem("blocking", "not-terminal", f"controller state is '{st}' ({ctrl['source']}); a partial shard set may be an active writer -- audit after the run ends")
+    elif st in TERMINAL or (st or "").startswith("state"):
+        terminal = True
+        if st == "succeeded":
+            outcome = "succeeded"
+            if budget is not None and not budget_complete:
+                a.problem("blocking", "succeeded-short", f"controller reports succeeded but training reached step {last_step} of {budget}")
+        elif budget_complete:
+            outcome = "completed (step budget reached; a redundant tail attempt ended " + st + ")"
+        else:
+            outcome = st
+    elif budget_complete:
+        terminal, outcome = True, "completed (step budget reached; no controller state)"
+        a.problem("warning", "no-controller-state", "no controller state (no --bundle manifest or capture); terminal state inferred from the completed step budget")
+    else:
+        terminal, outcome = None, "unknown"
+        a.problem("blocking", "terminal-unknown", "no controller state and the step budget is not complete: terminal state cannot be established")
+    if budget is None:
+        a.problem("warning", "budget-unknown", "step budget unknown (no max_steps in the configuration, no 'Training Step Progress: N / M' line)")
+
+    attempts = [x.as_dict(budget) for x in facts.attempts]
+    first_cause = None
+    for x in attempts:
+        if x["first_error"] and not x["after_budget_complete"]:
+            first_cause = {"attempt": x["attempt"], **x["first_error"]}
+            break
+    if first_cause is None:
+        for x in ctrl["attempts"] or []:
+            if isinstance(x, dict) and x.get("error"):
+                first_cause = {"attempt": x.get("attempt"), "source": ctrl["source"], "line": None, "text": L.quote(str(x["error"]))}
+                break
+    if first_cause is None and terminal and outcome not in ("succeeded",) and not budget_complete:
+        a.problem("warning", "no-first-error", "run ended without success but no causal error line was found in the logs")
+
+    # ---- source revision
+    revs = []
+    ep_rev = C.entrypoint_revision(cfg)
+    if ep_rev:
+        revs.append({"source": cfg.entrypoint_source + " --skyrl-ref", "kind": "entrypoint", "value": ep_rev, "attempt": None})
+    revs += facts.revisions
+    values = sorted({r["value"] for r in revs})
+    consistent = all(v.startswith(w) or w.startswith(v) for v in values for w in values)
+    if not revs:
+        a.problem("warning", "revision-unknown", "source revision not found (no --skyrl-ref in the entrypoint, no 'MarinSkyRL now at <sha>' line)")
+    elif not consistent:
+        a.problem("warning", "revision-disagreement", f"attempts ran different source revisions: {', '.join(values)}")
+    revision = {"value": max(values, key=len) if values and consistent else (values[-1] if values else None),
+                "consistent": consistent, "sources": revs[:20]}
+
+    # ---- checkpoints / candidates
+    ck_root = a.checkpoint_root()
+    latest, latest_src = a.latest_marker(ck_root)
+    ck_dirs = []
+    if ck_root is not None:
+        for d in a.run.listdir(ck_root):
+            m = STEP_DIR.match(d.name)
+            if m and a.run.is_dir(d):
+                ck_dirs.append((int(m[1]), d))
+    ck_dirs.sort()
+    ckpt_steps = {s for s, _ in ck_dirs}
+    candidates = [a.checkpoint_candidate(d, s, latest, metrics) for s, d in ck_dirs]
+    exports = a.export_candidates(latest, metrics, ckpt_steps)
+    candidates += exports
+    if latest is not None and ck_dirs and latest not in ckpt_steps:
+        a.problem("blocking", "latest-missing", f"latest_ckpt_global_step.txt says {latest} but no global_step_{latest}/ exists")
+    if latest is not None and ck_dirs and max(ckpt_steps) > latest:
+        a.problem("warning", "newer-than-latest", f"global_step_{max(ckpt_steps)}/ is newer than the atomic marker ({latest}): an interrupted save")
+    for cand in candidates:
+        if not cand["valid"]:
+            fails = "; ".join(c["detail"] for c in cand["checks"] if c["status"] == "fail")
+            if cand["kind"] == "export":
+                a.problem("blocking", "invalid-export", f"{cand['path']}: {fails}")
+            elif cand["step"] == latest and not budget_complete:
+                a.problem("blocking", "invalid-latest-checkpoint", f"{cand['path']}: {fails}")
+            else:
+                a.problem("warning", "invalid-checkpoint", f"{cand['path']}: {fails}")
+    valid = [c for c in candidates if c["valid"]]
+    if (ck_dirs or exports) and not valid:
+        a.problem("blocking", "no-valid-candidate", "no checkpoint or export passed validation")
+
+    # ---- metric window / coverage
+    window = None
+    if metrics:
+        lo, hi = min(metrics), max(metrics)
+        missing = [s for s in range(lo, hi + 1) if s not in metrics]
+        window = {"first_step": lo, "last_step": hi, "steps": len(metrics), "missing_steps": missing[:50],
+                  "missing_count": len(missing), "malformed_lines": facts.malformed,
+                  "repeated_steps": facts.duplicate_steps,
+                  "reward_key": "reward/avg_raw_reward" if any("reward/avg_raw_reward" in m for m in metrics.values()) else None}
+        if facts.malformed:
+            a.problem("warning", "metrics-malformed", f"{facts.malformed} WANDB_MIRROR train line(s) failed JSON parse")
+    elif facts.attempts:
+        a.problem("blocking", "metrics-absent", "logs present but no WANDB_MIRROR kind=train metrics parsed")
+
+    # ---- selection
+    export_steps = {c["step"] for c in exports if c["valid"] and c["step"] is not None}
+    ckpt_valid = {c["step"] for c in candidates if c["kind"] == "checkpoint" and c["valid"]}
+    pool = export_steps if exports else ckpt_valid
+    pool_kind = "export" if exports else "checkpoint"
+    coverage = (f"{len(facts.attempts)} attempt(s) across {len(facts.files)} log file(s); metrics for "
+                + (f"{window['steps']} step(s) {window['first_step']}..{window['last_step']} ({window['missing_count']} missing)" if window else "no step"))
+    metric_window = f"steps {window['first_step']}..{window['last_step']}" if window else "none"
+    if a.policy is None:
+        selection = {"policy": None, "status": "unresolved", "selected": None,
+                     "rationale": "no selection policy declared; valid candidates listed, choice left to the operator",
+                     "valid_candidates": sorted(c["id"] for c in valid), "table": [],
+                     "metric_window": metric_window, "chain_coverage": coverage}
+    else:
+        res = P.select(a.policy, pool, metrics, latest, settings.get("ckpt_interval") if isinstance(settings.get("ckpt_interval"), int) else None)
+        chosen = None
+        if res["status"] == "selected":
+            chosen = next(c for c in valid if c["kind"] == pool_kind and c["step"] == res["step"])
+            chosen = {"id": chosen["id"], "kind": chosen["kind"], "path": chosen["path"], "step": chosen["step"],
+                      "model_size": (chosen["model_size"] or {}).get("label")}
+        else:
+            a.problem("blocking", "policy-no-step", f"declared policy {a.policy.text!r} chose nothing: {res['rationale']}")
+        if res["status"] == "selected" and window and res["step"] > window["last_step"]:
+            a.problem("warning", "selection-beyond-metrics", "selected step lies beyond the metric window")
+        selection = {"policy": a.policy.text, "status": res["status"], "selected": chosen, "rationale": res["rationale"],
+                     "valid_candidates": sorted(c["id"] for c in valid), "table": res.get("table", []),
+                     "metric_window": metric_window + (f" ({res['metric']})" if res.get("metric") else ""),
+                     "chain_coverage": coverage}
+
+    # ---- trials, publication
+    trials = a.trials()
+    if mode == "standard" and trials["trials"]:
+        a.problem("warning", "mode-disagreement", "configuration has no agent harness but trace_jobs/ trial directories exist")
+    publication = None
+    manifest_roots = [(r, r.path) for r in (a.export, a.run) if r is not None]
+    if a.published is not None:
+        if not a.published.is_dir(a.published.path):
+            a.problem("blocking", "published-missing", f"--published-dir {a.published.path} is not a directory")
+        else:
+            publication = verify_published(a.published, mode, manifest_roots)
+            for art in publication["artifacts"]:
+                if art["status"] == "absent":
+                    a.problem("blocking", "publication-incomplete", f"published model: {art['artifact']} absent ({art['detail']})")
+            for chk in publication["weight_checks"]:
+                if chk["status"] == "fail":
+                    a.problem("blocking", "published-weights-invalid", f"published weights: {chk['detail']}")
+            scan = publication["secret_scan"]
+            if scan["findings"]:
+                a.problem("blocking", "secrets-found", f"Credential-shaped text remains in the checked tree: {len(scan['findings'])} finding(s)")
+            if scan["status"] == "incomplete":
+                a.problem("blocking", "secret-scan-incomplete", "some text files could not be scanned: " + ", ".join(s["file"] for s in scan["skipped"] if s["reason"] != "binary")[:300])
+            te = publication["trace_export"]
+            if te["passed"] is False:
+                a.problem("blocking", "trace-export", f"trace export manifest: {te['detail']}")
+    trace_export = publication["trace_export"] if publication else trace_manifest_check(find_trace_manifest(manifest_roots), mode != "standard")
+
+    # ---- inventory
+    agentic = mode != "standard"
+    inv = []
+
+    def item(name, status, detail, required=True):
+        inv.append({"artifact": name, "status": status, "detail": redact(detail), "required": required})
+
+    item("controller state", "present" if ctrl["state"] else "absent",
+         f"{ctrl['state']} ({ctrl['source']})" if ctrl["state"] else "no manifest job.state or capture state.json")
+    item("attempt logs", "present" if facts.attempts else "absent",
+         f"{len(facts.attempts)} attempt(s) in {', '.join(facts.files)}" if facts.attempts else "no finelog.log, logs/*.out or slurm_logs/*.out")
+    item("training metrics", "present" if metrics else "absent",
+         f"{len(metrics)} step(s), {min(metrics)}..{max(metrics)}" if metrics else "no WANDB_MIRROR kind=train lines")
+    item("checkpoints", "present" if ck_dirs else "absent",
+         f"{len(ck_dirs)} global_step_N dir(s) under {a.run.display(ck_root)}; latest marker: {latest if latest is not None else latest_src}" if ck_dirs
+         else "no checkpoint directory with global_step_N/")
+    er = a.export_root()
+    item("export metadata", "present" if exports else "absent",
+         f"{len(exports)} export(s) under {er[0].display(er[1])}" if exports else "no exports/ directory and no --export-dir", required=False)
+    item("resolved launch configuration", "present" if cfg.source or cfg.entrypoint_source else "absent",
+         ", ".join(filter(None, [cfg.source, cfg.entrypoint_source])) or "no resolved config file and no manifest entrypoint")
+    tstat = "not applicable" if not agentic else ("present" if trials["trials"] else "absent")
+    item("trials (trace_jobs)", tstat, "standard run: no agent harness" if not agentic else
+         (f"{trials['trials']} trial dir(s), {trials['results']} result.json" if trials["trials"] else "no trace_jobs/ trial directories"), required=agentic)
+    vstat = "not applicable" if not agentic else ("present" if trials["verifier"] else "absent")
+    item("verifier artifacts", vstat, "standard run: no verifier" if not agentic else f"{trials['verifier']} trial(s) with verifier/", required=agentic)
+    item("trace export manifest", trace_export["status"], trace_export["detail"], required=agentic)
+    for x in inv:
+        if x["required"] and x["status"] == "absent" and x["artifact"] in ("attempt logs", "resolved launch configuration"):
+            a.problem("blocking", "evidence-absent", f"required evidence absent: {x['artifact']}")
+        elif x["required"] and x["status"] == "absent" and x["artifact"] in ("trials (trace_jobs)", "verifier artifacts") and mode == "agentic":
+            a.problem("warning", "evidence-absent", f"agentic run: {x['artifact']} absent from the local evidence")
+    if mode == "unknown":
+        a.problem("blocking", "mode-unknown", "run cannot be classified: no resolved configuration")
+
+    # ---- resume safety
+    if budget_complete:
+        resume = {"status": "not needed", "detail": f"step budget complete ({last_step}/{budget})"}
+    elif latest is None:
+        resume = {"status": "unknown" if not ck_dirs else "unsafe",
+                  "detail": "no latest_ckpt_global_step.txt: a resume would start from step 0" if not ck_dirs
+                  else "checkpoints exist but the atomic latest marker is missing"}
+    else:
+        lc = next((c for c in candidates if c["kind"] == "checkpoint" and c["step"] == latest), None)
+        if lc is None:
+            resume = {"status": "unsafe", "detail": f"latest marker {latest} has no global_step_{latest}/"}
+        elif not lc["valid"]:
+            resume = {"status": "unsafe", "detail": f"resume_mode=latest would load the invalid checkpoint {lc['path']}"}
+        else:
+            resume = {"status": "safe", "detail": f"resume_mode=latest resumes from the valid checkpoint at step {latest}"
+                      + (f"; {budget - latest} step(s) of the budget remain" if budget is not None else "")}
+
+    # ---- preserved locations
+    preserved = [{"what": "run directory", "path": str(run)}]
+    if bundle:
+        preserved.append({"what": "evidence bundle", "path": str(bundle)})
+    if ck_root is not None:
+        preserved.append({"what": "checkpoints", "path": str(ck_root)})
+    if er is not None:
+        preserved.append({"what": "exports", "path": str(er[1])})
+    for loc in trials["locations"]:
+        preserved.append({"what": "trials", "path": loc["path"]})
+    if published:
+        preserved.append({"what": "published model (downloaded copy)", "path": str(published)})
+    trials_uri = (manifest or {}).get("trials_uri") if manifest else None
+    if isinstance(trials_uri, str):
+        preserved.append({"what": "remote trials (manifest trials_uri)", "path": redact(trials_uri)})
+
+    # ---- file-access issues become problems
+    for root in [r for r in (a.run, a.bundle, a.export, a.published) if r is not None]:
+        for iss in root.issues:
+            sev = "blocking" if "outside" in iss["problem"] else "warning"
+            a.problem(sev, "unsafe-path" if sev == "blocking" else "unreadable", f"{iss['path']}: {iss['problem']}")
+
+    # ---- remaining work
+    remaining = []
+    blocking = [p for p in a.problems if p["severity"] == "blocking"]
+    for p in blocking:
+        remaining.append(f"resolve: {p['message']}")
+    if selection["status"] == "unresolved":
+        remaining.append("declare a selection policy or choose among the valid candidates: " + (", ".join(selection["valid_candidates"]) or "none"))
+    if publication is None:
+        remaining.append("publication not verified: download the published model fresh and re-run with --published-dir")
+    if mode == "agentic" and trace_export["status"] != "present":
+        remaining.append("trace dataset export not verified (no trace_export_manifest.json)")
+    if not terminal:
+        remaining.append("re-run the audit once the controller reports a terminal state")
+
+    problems = sorted(a.problems, key=lambda p: (p["severity"] != "blocking", p["code"], p["message"]))
+    seen = set()
+    problems = [p for p in problems if not ((p["code"], p["message"]) in seen or seen.add((p["code"], p["message"])))]
+    record = {
+        "schema": SCHEMA,
+        "evaluated_at": now.isoformat().replace("+00:00", "Z"),
+        "run": {"path": str(run), "bundle": str(bundle) if bundle else None, "export_dir": str(export_dir) if export_dir else None,
+                "published_dir": str(published) if published else None,
+                "job_id": ((manifest or {}).get("job_id") if manifest else None)},
+        "status": "blocked" if any(p["severity"] == "blocking" for p in problems) else "complete",
+        "mode": {"value": mode, "source": cfg.source or cfg.entrypoint_source, "evidence": mode_evidence},
+        "terminal_state": {"terminal": terminal, "outcome": outcome, "controller_state": ctrl["state"],
+                           "controller_source": ctrl["source"], "last_step": last_step, "budget": budget,
+                           "budget_source": budget_source, "budget_complete": budget_complete,
+                           "failure_count": ctrl.get("failure_count"), "max_retries": ctrl.get("max_retries")},
+        "source_revision": revision,
+        "resolved_configuration": {"source": cfg.source, "entrypoint": cfg.entrypoint_source,
+                                   "settings": {k: redact(str(v)) if isinstance(v, str) else v for k, v in sorted(settings.items())}},
+        "attempts": attempts,
+        "first_failure_cause": first_cause,
+        "inventory": inv,
+        "metrics": window,
+        "checkpoints": {"root": a.run.display(ck_root) if ck_root else None, "latest_marker": latest,
+                        "saved_steps": sorted(ckpt_steps), "last_saved_step": max(ckpt_steps) if ckpt_steps else None,
+                        "logged_saves": sorted(facts.saved_steps)},
+        "candidates": candidates,
+        "selection": selection,
+        "publication": publication,
+        "trace_export": trace_export,
+        "preserved_locations": preserved,
+        "resume_safety": resume,
+        "problems": problems,
+        "remaining_work": remaining,
+    }
+    return record

@@ -1,0 +1,100 @@
+"""The report: the ``rlhealth.report/v1`` document (contract §4.2) as a pydantic model.
+
+Fields may be added within v1; renaming or removing one is a new schema version. The JSON
+Schema shipped in ``rlhealth/schema/report.schema.json`` is validated by the tests.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlhealth.facts import Evidence
+
+SCHEMA_ID = "rlhealth.report/v1"
+
+
+class GateReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["PASS", "FAIL", "ERROR"]
+    finding: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+    """Every finding the rules drew for this gate (rule, status, finding), most load-bearing first."""
+
+
+class AttemptReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    attempt: int
+    state: str
+    first_error: str | None = None
+    interpretation: str | None = None
+
+
+class RestartsReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    burned: int = 0
+    max_retries: int | None = None
+    same_failure: bool = False
+    attempts: list[AttemptReport] = Field(default_factory=list)
+    finding: str = ""
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class JobRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    cluster: str
+    backend: str
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_: str = Field(SCHEMA_ID, alias="schema")
+    job: JobRef
+    evidence_dir: str
+    captured_at: str | None
+    evaluated_at: str
+    verdict: Literal["KILL", "NO-KILL", "ERROR"]
+    confidence: Literal["high", "medium", "low"]
+    mode: str
+    terminal: bool
+    restarts: RestartsReport
+    gates: dict[str, GateReport]
+    duty_cycle: dict[str, Any] | None = None
+    reasoning: str
+    next_action: str
+    flip_signal: str
+    handoff: dict[str, Any] | None = None
+    fired_rules: list[dict[str, Any]] = Field(default_factory=list)
+    problems: list[dict[str, str]] = Field(default_factory=list)
+    metric_window: dict[str, Any] | None = None
+    phase_table: list[dict[str, Any]] = Field(default_factory=list)
+    first_error: Evidence | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_json_dict(), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def load_schema() -> dict[str, Any]:
+    return json.loads(resources.files("rlhealth").joinpath("schema", "report.schema.json").read_text())
+
+
+def internal_failure_report(evidence_dir: str, reason: str, now: datetime | None = None) -> dict[str, Any]:
+    """A valid v1 document for an internal failure: verdict ERROR with the reason."""
+    now = now or datetime.now(timezone.utc)
+    gate = GateReport(status="ERROR", finding=f"not evaluated: internal failure: {reason}")
+    report = Report(job=JobRef(id="unknown", cluster="unknown", backend="unknown"), evidence_dir=evidence_dir,
+                    captured_at=None, evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), verdict="ERROR",
+                    confidence="low", mode="unknown", terminal=False, restarts=RestartsReport(finding="not evaluated"),
+                    gates={g: gate for g in ("liveness", "resources", "rollouts", "dynamics")},
+                    reasoning=f"rlhealth failed internally: {reason}",
+                    next_action="Report this failure to the rlhealth maintainers with the bundle; diagnose manually meanwhile.",
+                    flip_signal="A successful rlhealth run on this bundle.")
+    return report.to_json_dict()

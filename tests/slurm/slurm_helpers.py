@@ -1,0 +1,43 @@
+"""Running the probe from the tests: in-process (``capture``) and through the CLI."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def probe_args(sshd, job: str, bundle_root: Path, **over) -> argparse.Namespace:
+    args = dict(backend="slurm", job=job, bundle_root=bundle_root, deadline="60s", command_timeout="20s",
+                cluster=None, host=sshd.alias, experiment_dir=None, ssh_config=sshd.ssh_config,
+                known_hosts=sshd.known_hosts, format="json", now=None, max_age="30m", mode=None)
+    args.update(over)
+    return argparse.Namespace(**args)
+
+
+def newest_capture(bundle: Path) -> Path:
+    captures = sorted((bundle / "rlhealth" / "captures").iterdir())
+    assert captures, f"no capture under {bundle}"
+    return captures[-1]
+
+
+def load(capture: Path, name: str):
+    return json.loads((capture / name).read_text())
+
+
+def probes_by_name(capture: Path) -> dict[str, dict]:
+    return {p["name"]: p for p in load(capture, "capture.json")["probes"]}
+
+
+def run_cli(sshd, job: str, bundle_root: Path, *extra: str, timeout: float = 180) -> tuple[int, dict, str]:
+    """``rlhealth probe --backend slurm ... --format json`` as a subprocess -> (exit, report, stderr)."""
+    argv = [sys.executable, "-m", "rlhealth", "probe", "--backend", "slurm", "--host", sshd.alias,
+            "--job", job, "--bundle-root", str(bundle_root), "--ssh-config", str(sshd.ssh_config),
+            "--known-hosts", str(sshd.known_hosts), "--format", "json", *extra]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    try:
+        report = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        report = {}
+    return out.returncode, report, out.stderr
