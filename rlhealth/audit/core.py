@@ -107,7 +107,7 @@ class Audit:
             chain = []
             for d, root in ((self.run.path / "logs", self.run), (self.run.path, self.run)):
                 for p in root.listdir(d):
-                    if p.name.endswith(LOG_SUFFIXES[:1] + LOG_SUFFIXES[1:2]) and root.is_file(p):
+                    if p.name.endswith((".out", ".log")) and root.is_file(p):
                         chain.append((root, p, False))
             if self.bundle is not None:
                 for p in self.bundle.listdir(self.bundle.path / "slurm_logs"):
@@ -373,6 +373,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
             else:
                 a.problem("warning", "invalid-checkpoint", f"{cand['path']}: {fails}")
     valid = [c for c in candidates if c["valid"]]
+    if not ck_dirs and not exports:
+        a.problem("warning", "no-candidates", "no saved checkpoint or export found: nothing to validate or select")
     if (ck_dirs or exports) and not valid:
         a.problem("blocking", "no-valid-candidate", "no checkpoint or export passed validation")
 

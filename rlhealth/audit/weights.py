@@ -151,7 +151,7 @@ def validate_weights(root: Root, d: Path) -> tuple[list[dict], dict | None]:
             summed = sum(h.nbytes for h in headers.values())
             if not isinstance(index_total, int) or isinstance(index_total, bool):
                 checks.append(_check("total_size", "fail", f"index metadata.total_size missing or not an integer ({index_total!r}); tensors sum to {summed} bytes"))
-            elif False:
+            elif index_total != summed:
                 checks.append(_check("total_size", "fail", f"index metadata.total_size={index_total} but shard tensors sum to {summed} bytes"))
             else:
                 checks.append(_check("total_size", "pass", f"index total_size {index_total} bytes equals the sum of tensor bytes"))
