@@ -26,6 +26,9 @@ class _Program:
     subcommand: tuple[str, ...]
     args: tuple[re.Pattern, ...]
     wraps: tuple[str, ...]
+    # options whose value is the next argument, e.g. srun ``-w <node>``: the value must match the
+    # option's pattern and is never taken for the wrapped program's name
+    option_values: dict[str, re.Pattern]
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,21 @@ class AllowList:
                 raise CommandRefused(
                     f"{name}: only '{' '.join(program.subcommand)}' is allowed, got {' '.join(rest[:n])!r}")
             rest = rest[n:]
-        for i, arg in enumerate(rest):
+        i = 0
+        while i < len(rest):
+            arg = rest[i]
+            if arg in program.option_values:
+                if i + 1 >= len(rest) or not program.option_values[arg].fullmatch(rest[i + 1]):
+                    value = rest[i + 1] if i + 1 < len(rest) else None
+                    raise CommandRefused(f"{name}: value {value!r} of {arg} is not allowed")
+                i += 2
+                continue
             if program.wraps and arg in program.wraps and depth == 0:
                 self._check(rest[i:], depth=1)
                 return
             if not any(p.fullmatch(arg) for p in program.args):
                 raise CommandRefused(f"{name}: argument {arg!r} is not allowed")
+            i += 1
         if program.wraps:
             raise CommandRefused(f"{name}: must wrap one of {', '.join(program.wraps)}")
 
@@ -84,6 +96,7 @@ def load_allowlist() -> AllowList:
             subcommand=tuple(spec.get("subcommand") or ()),
             args=tuple(re.compile(p) for p in spec.get("args") or ()),
             wraps=tuple(spec.get("wraps") or ()),
+            option_values={k: re.compile(v) for k, v in (spec.get("option_values") or {}).items()},
         )
     return AllowList(forbidden_chars=frozenset(data["forbidden_chars"]), programs=programs)
 

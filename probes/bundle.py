@@ -88,9 +88,7 @@ def _earlier(a: Occurrence, b: Occurrence) -> bool:
         return a.ts < b.ts
     if a.source == b.source:
         return a.line < b.line
-    if a.ts is not None and b.ts is None:
-        return True
-    return False
+    return False   # no common clock across files: keep the first seen
 
 
 @dataclass
@@ -142,6 +140,8 @@ class BundleRead:
     source_rev: Occurrence | None = None
     trials: TrialSummary | None = None
     trace_dir_exists: bool = False
+    current_leg_missing: bool = False
+    """Jupiter: the bundle's own Slurm job (the current chain leg) has no log yet (e.g. pending)."""
 
     @property
     def newest_evidence(self) -> float | None:
@@ -425,7 +425,13 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     files = _log_files(root, read.capture_dir)
     legs = sorted({leg for _, rel in files if (leg := _slurm_leg(rel))}, key=lambda x: int(x))
     read.leg_ids = legs
-    bundle_leg = root.name if read.layout == "jupiter" else None
+    bundle_leg = None
+    if read.layout == "jupiter":
+        job_id = str((read.manifest or {}).get("job_id") or "") if isinstance(read.manifest, dict) else ""
+        bundle_leg = job_id.rsplit("/", 1)[-1] if job_id.rsplit("/", 1)[-1].isdigit() else root.name
+        has_finelog = any(rel == "finelog.log" for _, rel in files)
+        if legs and bundle_leg not in legs and not has_finelog and bundle_leg.isdigit():
+            read.current_leg_missing = True
     for path, rel in files:
         leg = _slurm_leg(rel)
         if rel in ("finelog.log", "finelog.stderr") and read.layout == "jupiter":

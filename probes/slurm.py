@@ -308,7 +308,7 @@ class SlurmProbe:
         job = self.job_id
         sc = self.run(f"scontrol show job {job}", ["scontrol", "show", "job", "-o", job],
                       f"slurm/scontrol_{job}.txt")
-        sa = self.run(f"sacct job {job}", ["sacct", "-X", "--parsable2", f"--jobs={job}", SACCT_FORMAT],
+        sa = self.run("sacct job", ["sacct", "-X", "--parsable2", f"--jobs={job}", SACCT_FORMAT],
                       "slurm/sacct_job.txt")
         sc_rows = ps.parse_scontrol_oneliner(sc.text)
         sa_rows = [r for r in ps.parse_sacct_parsable2(sa.text) if r.get("JobID") == job]
@@ -513,7 +513,9 @@ def build_state(capture_dir: Path, job_id: str) -> ControllerState | None:
     for i, leg in enumerate(legs):
         word = ps.base_state(leg.raw_state)
         code, _signal = ps.parse_exit_code(leg.exit_code)
-        attempts.append(Attempt(attempt=i, state=leg.state, started_at=ps.parse_time(leg.start),
+        started = ps.parse_time(leg.start) if leg.state not in ("pending", "building") else None  # a pending
+        # leg's StartTime is the scheduler's forecast, not a start
+        attempts.append(Attempt(attempt=i, state=leg.state, started_at=started,
                                 finished_at=ps.parse_time(leg.end) if leg.terminal else None,
                                 exit_code=code if leg.terminal else None,
                                 error=leg_error(capture_dir, leg) if leg.state != "pending" else None))
@@ -533,17 +535,45 @@ def gpu_polls_from_capture(capture_dir: Path, captured_at: str) -> list[GpuPoll]
     return polls
 
 
-def normalize_capture(capture_dir: Path) -> None:
-    """(Re)write ``state.json`` and ``gpu_polls.jsonl`` from the raw files of a capture."""
+CHAIN_PROBES = ("sacct job", "sacct chain")
+
+
+def chain_incomplete(manifest: dict) -> str | None:
+    """Why the chain evidence of a capture is incomplete (None when complete): accounting is the
+    authority for past legs, so without both sacct queries (or after an aborted probe) a
+    ``state.json`` would undercount burned restarts."""
+    records = {p["name"]: p for p in manifest.get("probes", [])}
+    for rec in manifest.get("probes", []):
+        if rec["name"] == "probe aborted":
+            return rec.get("error") or "probe aborted"
+    for name in CHAIN_PROBES:
+        rec = records.get(name)
+        if rec is None:
+            return f"'{name}' was not run"
+        if rec.get("error"):
+            return f"'{name}' failed: {rec['error']}"
+    return None
+
+
+def normalize_capture(capture_dir: Path) -> str | None:
+    """(Re)write ``state.json`` and ``gpu_polls.jsonl`` from the raw files of a capture.
+
+    ``state.json`` is written only from complete chain evidence; returns the reason it was not
+    written, or None."""
     capture_dir = Path(capture_dir)
     manifest = json.loads((capture_dir / "capture.json").read_text())
     state = build_state(capture_dir, manifest["job_id"])
-    if state is not None:
+    if state is None:
+        missing = f"job {manifest['job_id']} not found by scontrol, sacct or squeue"
+    else:
+        missing = chain_incomplete(manifest)
+    if missing is None:
         (capture_dir / "state.json").write_text(json.dumps(state.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     polls = gpu_polls_from_capture(capture_dir, manifest["captured_at"])
     if polls:
         (capture_dir / "gpu_polls.jsonl").write_text(
             "".join(json.dumps(p.model_dump(mode="json"), sort_keys=True) + "\n" for p in polls))
+    return missing
 
 
 # ---- entry point (rlhealth.cli) -----------------------------------------------------------------
@@ -599,7 +629,11 @@ def capture(args, now: datetime | None = None) -> Path:
     finally:
         session.close()
     try:
-        normalize_capture(writer.dir)
+        missing = normalize_capture(writer.dir)
+        if missing:
+            t = utc_iso(datetime.now(timezone.utc))
+            writer.record(ProbeRecord(name="normalize", api="rlhealth:normalize", started_at=t, finished_at=t,
+                                      error=f"state.json not written, controller state unknown: {missing}"))
     except Exception as exc:  # a parser bug must not lose the capture; it is recorded
         t = utc_iso(datetime.now(timezone.utc))
         writer.record(ProbeRecord(name="normalize", api="rlhealth:normalize", started_at=t, finished_at=t,

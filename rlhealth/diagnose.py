@@ -178,11 +178,11 @@ def _reasoning(verdict, gates, gate_findings, restarts: RestartsReport, obs: Obs
         parts.append(f"The job is terminal ({job.get('state')} from {job.get('state_source')}), so there is nothing to kill.")
         if obs.first_error is not None:
             parts.append(f"First causal error (earliest by time, not the loudest): {obs.first_error.source}:"
-                         f"{obs.first_error.line}: {obs.first_error.text}")
+                         f"{obs.first_error.line}: {obs.first_error.text} .")
         if restarts.same_failure:
             parts.append("Every failed attempt hit the same first error: deterministic, fix before relaunch.")
         elif restarts.burned:
-            parts.append(f"{restarts.burned} failed attempt(s); " + restarts.finding + ".")
+            parts.append(f"Restarts: {restarts.finding}.")
         return " ".join(parts)
     if verdict == "KILL":
         fails = [f for g in GATES for f in gate_findings[g] if f.status == "FAIL" and not f.stall]
@@ -191,7 +191,7 @@ def _reasoning(verdict, gates, gate_findings, restarts: RestartsReport, obs: Obs
         if restarts.same_failure:
             parts.append(f"RESTARTS: {restarts.finding}.")
         if obs.first_error is not None and not any(obs.first_error in f.evidence for f in fails):
-            parts.append(f"First causal error: {obs.first_error.source}:{obs.first_error.line}: {obs.first_error.text}")
+            parts.append(f"First causal error: {obs.first_error.source}:{obs.first_error.line}: {obs.first_error.text} .")
         parts.append("No transient or benign explanation applies.")
     elif verdict == "ERROR":
         for g in GATES:

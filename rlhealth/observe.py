@@ -264,7 +264,7 @@ def _progress_after(occ: Occurrence | None, trainer: dict) -> bool:
 
 def _signatures(read: BundleRead, obs: Observation, trainer: dict, job: dict) -> None:
     current = max([o.attempt or 0 for a in read.signatures.values() for o in a.first_by_attempt.values()] +
-                  [len(read.attempt_boundaries), len(read.leg_ids)] + [0])
+                  [len(read.attempt_boundaries), len(read.leg_ids)] + [0]) + (1 if read.current_leg_missing else 0)
     job["current_attempt"] = current
     for sig_id in sorted(read.signatures):
         agg: SignatureAgg = read.signatures[sig_id]
@@ -510,7 +510,7 @@ def _rollouts(read: BundleRead, obs: Observation, thr: dict, catalog: Catalog, j
                 coherence_sampled=s.coherence_sampled, incoherent=s.incoherent,
                 incoherent_fraction=round(incoherent_fraction, 3) if incoherent_fraction is not None else None,
                 salad=bool(incoherent_fraction is not None and incoherent_fraction >= thr["salad_fraction"]),
-                enough=finished >= thr["min_trials_for_rollout_verdict"], weight_reload_markers=read.weight_reload,
+                enough=finished >= thr["rollout_verdict_min_trials"], weight_reload_markers=read.weight_reload,
                 unreadable_fraction=round(s.unreadable / s.completed, 3) if s.completed else 0.0)
         medians = {p: _median(v) for p, v in s.phases.items() if v}
         if medians:
@@ -579,19 +579,19 @@ def _dynamics(read: BundleRead, obs: Observation, thr: dict, trainer: dict) -> N
         m = records[s].metrics
         flags = []
         v = tp.metric(m, "log_ratio_abs_max")
-        if v is not None and not math.isnan(v) and v >= thr["broken_replay_log_ratio_abs_max"]:
+        if v is not None and not math.isnan(v) and v >= thr["broken_replay_log_ratio_abs_max_nats"]:
             flags.append(f"log_ratio_abs_max={v:g}")
         v = tp.metric(m, "policy_loss")
-        if v is not None and not math.isnan(v) and abs(v) >= thr["broken_replay_policy_loss_abs"]:
+        if v is not None and not math.isnan(v) and abs(v) >= thr["broken_replay_policy_loss_abs_loss"]:
             flags.append(f"policy_loss={v:g}")
         v = tp.metric(m, "grad_norm")
-        if v is not None and not math.isnan(v) and v >= thr["broken_replay_grad_norm"]:
+        if v is not None and not math.isnan(v) and v >= thr["broken_replay_grad_norm_l2"]:
             flags.append(f"grad_norm={v:g}")
         if flags:
             broken.append((s, flags))
             worst_step = worst_step or s
     rewards = finite("reward")
-    plateau = bool(len(rewards) >= thr["dynamics_min_steps"] and (max(rewards) - min(rewards)) < thr["plateau_reward_range"])
+    plateau = bool(len(rewards) >= thr["dynamics_min_steps"] and (max(rewards) - min(rewards)) < thr["plateau_reward_range_reward"])
     evidence = []
     if broken:
         s = broken[0][0]
@@ -607,7 +607,7 @@ def _dynamics(read: BundleRead, obs: Observation, thr: dict, trainer: dict) -> N
             broken_steps=len(broken), nan_metrics=",".join(nan_metrics) or None, has_nan=bool(nan_metrics),
             log_ratio_abs_max=lr_max, policy_loss_abs_max=loss_max, grad_norm_max=grad_max,
             tis_imp_ratio_mean=imp[-1] if imp else None,
-            tis_out_of_range=bool(imp and not (thr["tis_imp_ratio_mean_low"] <= imp[-1] <= thr["tis_imp_ratio_mean_high"])),
+            tis_out_of_range=bool(imp and not (thr["tis_imp_ratio_mean_low_ratio"] <= imp[-1] <= thr["tis_imp_ratio_mean_high_ratio"])),
             plateau=plateau, reward_first=rewards[0] if rewards else None, reward_last=rewards[-1] if rewards else None,
             activity=trainer["activity"], metrics_usable=trainer["metrics_usable"], use_tis=read.use_tis)
     if window:
@@ -666,7 +666,7 @@ def _restarts(read: BundleRead, obs: Observation, thr: dict, job: dict) -> None:
                                  occ=log_err[0] if log_err else None, timeout="TIME LIMIT" in str(a.get("error") or "")
                                  or str(a.get("state")).lower() == "timeout" or (idx + 1) in timeout_attempts))
     else:
-        n = max(len(read.attempt_boundaries), len(read.leg_ids), 1)
+        n = max(len(read.attempt_boundaries), len(read.leg_ids) + (1 if read.current_leg_missing else 0), 1)
         for idx in range(1, n + 1):
             log_err = first_by_attempt.get(idx)
             if idx == 1 and log_err is None:
@@ -727,4 +727,4 @@ def _earlier_occ(a: Occurrence, b: Occurrence) -> bool:
         return a.ts < b.ts
     if a.source == b.source:
         return a.line < b.line
-    return a.ts is not None and b.ts is None
+    return False   # no common clock across files: keep the first seen

@@ -225,10 +225,10 @@ def parse_gpu_inventory(text: str) -> list[dict]:
     """
     rows = []
     for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")]
+        cells = [c.strip() for c in line.split(",", 2)]
         if len(cells) < 3 or not cells[0].isdigit():
             continue
-        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": ",".join(cells[2:]).strip()})
+        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": cells[2]})
     return rows
 
 

@@ -5,6 +5,7 @@ log-formats §1.2, §4, §5, §8.1). All times are relative to ``NOW``.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -154,10 +155,12 @@ class ExecScript:
     def __init__(self, states: dict[str, PodState]):
         self.states = states
         self.calls: list[tuple[str, list[str]]] = []
+        self.call_times: list[float] = []        # time.monotonic() when each call arrived
         self.poll_count: dict[str, int] = {}
 
     def __call__(self, pod: str, argv: list[str]) -> ExecResult:
         self.calls.append((pod, list(argv)))
+        self.call_times.append(time.monotonic())
         st = self.states.get(pod)
         if st is None:
             return ExecResult(stderr=b"error: no state for pod\n", exit_code=1)
@@ -309,12 +312,12 @@ def healthy() -> Scenario:
 def deception() -> Scenario:
     """Seed 004: policy mesh wedged in an NCCL collective, engines keep generating."""
     pods, logs, states = _two_pods(policy_util=[0, 0, 0], engine_util=[96, 28, 71],
-                                   policy_stack=STACK_NCCL_WAIT, trainer_last_at=NOW - timedelta(minutes=25),
+                                   policy_stack=STACK_NCCL_WAIT, trainer_last_at=NOW - timedelta(minutes=60),
                                    engine_until=NOW - timedelta(seconds=5), last_step=7)
     script = ExecScript(states)
     inc = Incident(pods=pods + other_job_pods(), logs=logs, exec_handler=script,
                    events=[_event(pods[0]["metadata"]["name"], "Normal", "Started", "Started container task", 1)])
-    return Scenario(inc, script, "deception: policy GPUs 0% with weights resident, engine GPUs busy, trainer frozen 25 min")
+    return Scenario(inc, script, "deception: policy GPUs 0% with weights resident, engine GPUs busy, trainer frozen 60 min")
 
 
 def oom_restart() -> Scenario:

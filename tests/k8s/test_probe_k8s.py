@@ -124,12 +124,16 @@ def test_healthy_capture(serve, run_probe, no_iris_cli):
 
 
 def test_poll_spacing_follows_poll_interval(serve, run_probe, no_iris_cli):
-    server, kubeconfig = serve(scenarios.healthy())
-    cap = run_probe(kubeconfig, "--polls", "3", "--poll-interval", "1s")
-    recs = [r for r in records(cap) if r.name == "exec:nvidia-smi-query-gpu" and pod_name(0, 1) in r.api]
-    assert len(recs) == 3
-    t = [r.started_at for r in recs]
-    assert t[0] < t[1] < t[2]  # second-resolution stamps, 1 s apart at least
+    """Polls of one pod arrive at the server at least --poll-interval apart (a lower bound only)."""
+    sc = scenarios.healthy()
+    server, kubeconfig = serve(sc)
+    cap = run_probe(kubeconfig, "--polls", "3", "--poll-interval", "1.5s")
+    arrivals = [t for (pod, argv), t in zip(sc.script.calls, sc.script.call_times)
+                if pod == pod_name(0, 1) and argv[1].startswith("--query-gpu=index,utilization")]
+    assert len(arrivals) == 3
+    assert arrivals[1] - arrivals[0] >= 1.5 and arrivals[2] - arrivals[1] >= 1.5
+    stamps = sorted({r.t for r in polls(cap)})
+    assert len(stamps) >= 3  # each poll carries its own time
 
 
 def test_colocated_engine_deception_capture(serve, run_probe, no_iris_cli):

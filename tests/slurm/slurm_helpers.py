@@ -36,6 +36,8 @@ def run_cli(sshd, job: str, bundle_root: Path, *extra: str, timeout: float = 180
             "--job", job, "--bundle-root", str(bundle_root), "--ssh-config", str(sshd.ssh_config),
             "--known-hosts", str(sshd.known_hosts), "--format", "json", *extra]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    (Path(bundle_root) / "report.json").write_text(out.stdout)  # kept for inspecting failures
+    (Path(bundle_root) / "stderr.txt").write_text(out.stderr)
     try:
         report = json.loads(out.stdout)
     except json.JSONDecodeError:

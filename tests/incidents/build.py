@@ -1,0 +1,1072 @@
+"""Regenerates the incident corpus: `python tests/incidents/build.py` (deterministic).
+
+Each incident is a captured-style evidence bundle under tests/incidents/<id>/bundle/ (Iris
+`jobs/<cluster>/<user>/<job>/` or Jupiter `jobs/jsc-jupiter/slurm/<id>/` shape, with the
+watcher's manifest.json and, for live incidents, rlhealth's own capture directory) and an
+expected.yaml written by hand here: verdict, every gate status, mode, terminal, restarts,
+signatures that must be detected, rules that must fire, and quoted evidence substrings.
+Golden Markdown reports are (re)written by `scripts/test --update-golden` after review.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _lines import (COHERENT, T0, at, dict_block, glog, healthy_metrics, iso, loguru, phase, result_json, salad,  # noqa: E402
+                    step_progress, trajectory, vllm_stats, wandb)
+
+HERE = Path(__file__).parent
+INCIDENTS: dict[str, callable] = {}
+
+
+def incident(fn):
+    INCIDENTS[fn.__name__] = fn
+    return fn
+
+
+class Bundle:
+    def __init__(self, root: Path, *, cluster="cw-us-east-02a", job_id="/alice/rl-qwen8b-tb", state="running",
+                 synced=None, entrypoint=None, jupiter=False, manifest=True, extra_manifest=None):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        if manifest:
+            job = {"cluster": {"name": cluster}, "job_id": job_id, "state": state, "submitted_at_ms": int(T0.timestamp() * 1000),
+                   "entrypoint": entrypoint if entrypoint is not None else "", "dataset": "—", "finished_at_ms": None,
+                   "task_state": state}
+            m = {"bundle_format": 1, "cluster": cluster, "job_id": job_id, "kind": "rl", "job": job,
+                 "synced_at": (synced or at(150)).isoformat(), "max_non_log_bytes": 104857600,
+                 "trace_sync_limit": 20 if jupiter else 500,
+                 "artifacts": {"finelog": "synced" if jupiter else "12,345 lines", "errors": []}}
+            m.update(extra_manifest or {})
+            self.write("manifest.json", json.dumps(m, indent=2, sort_keys=True))
+
+    def write(self, rel: str, text: str | bytes) -> Path:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text)
+        return p
+
+    def lines(self, rel: str, lines: list[str]) -> None:
+        self.write(rel, "\n".join(lines) + "\n")
+
+    def trial(self, name: str, reward, start, exception=None, turns=7, agent=None, exception_txt=None, message=""):
+        self.write(f"trace_jobs/{name}/config.json", json.dumps({"trial_name": name}))
+        if reward is not None or exception is not None:
+            self.write(f"trace_jobs/{name}/result.json",
+                       json.dumps(result_json(name, reward, start, exception, turns, message), indent=2))
+        if agent is not None:
+            self.write(f"trace_jobs/{name}/agent/trajectory.json", json.dumps(trajectory(agent)))
+        if exception_txt is not None:
+            self.write(f"trace_jobs/{name}/exception.txt", exception_txt)
+
+    def capture(self, stamp_time, *, backend="iris", state=None, job=None, polls=None, pods=None, stacks=None,
+                files=None, job_id=None, cluster=None):
+        stamp = stamp_time.strftime("%Y%m%dT%H%M%SZ")
+        base = f"rlhealth/captures/{stamp}"
+        self.write(f"{base}/capture.json", json.dumps({"format": 1, "captured_at": iso(stamp_time), "backend": backend,
+                                                        "cluster": cluster or "cw-us-east-02a",
+                                                        "job_id": job_id or "/alice/rl-qwen8b-tb", "probes": []},
+                                                       indent=2, sort_keys=True))
+        if state is not None:
+            self.write(f"{base}/state.json", json.dumps(state, indent=2, sort_keys=True))
+        if job is not None:
+            self.write(f"{base}/job.json", json.dumps(job, indent=2, sort_keys=True))
+        if polls is not None:
+            self.write(f"{base}/gpu_polls.jsonl", "".join(json.dumps(p, sort_keys=True) + "\n" for p in polls))
+        if pods is not None:
+            self.write(f"{base}/pods.json", json.dumps(pods, indent=2, sort_keys=True))
+        for name, text in (stacks or {}).items():
+            self.write(f"{base}/stacks/{name}", text)
+        for rel, text in (files or {}).items():
+            self.write(f"{base}/{rel}", text)
+
+
+AGENTIC_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
+                                  "terminal_bench_config.trials_dir=s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen8b-tb/trace_jobs",
+                                  "generator.enforce_eager=false", "generator.num_inference_engines=4",
+                                  "generator.max_num_seqs=128", "terminal_bench_config.n_concurrent_trials=256", "--gpu", "H100",
+                                  "--max-retries", "1"]})
+STANDARD_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
+                                   "--train_data", "['gsm8k']", "generator.enforce_eager=false", "--gpu", "H100"]})
+
+
+def training_log(n_steps: int, start_min: float = 0, step_min: float = 10, fmt: str = "wandb", reward=None,
+                 metrics_fn=None, stats_era: str = "v1", engines: int = 2, gen=2310.7, running=48, waiting=0,
+                 stats_every: int = 1) -> list[str]:
+    """A trainer stream: per step Started/Finished phase timers, vLLM stats, a metrics record."""
+    lines = [loguru(at(start_min), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"),
+             loguru(at(start_min), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120")]
+    for s in range(1, n_steps + 1):
+        t = start_min + (s - 1) * step_min
+        lines.append(phase(at(t), "Started", "step"))
+        lines.append(phase(at(t + 0.1), "Started", "generate"))
+        if s % stats_every == 0:
+            for e in range(engines):
+                lines.append(vllm_stats(at(t + 3), stats_era, gen, running, waiting, engine=e, pid=2871 + e))
+        lines.append(phase(at(t + 7), "Finished", "generate", 412.3))
+        lines.append(phase(at(t + 7.1), "Started", "policy_train"))
+        lines.append(phase(at(t + 9), "Finished", "policy_train", 110.2))
+        lines.append(phase(at(t + 9.9), "Finished", "step", 594.0))
+        metrics = metrics_fn(s) if metrics_fn else healthy_metrics(s, reward)
+        if fmt == "wandb":
+            lines.append(wandb(at(t + 9.95), s, metrics))
+        else:
+            lines.extend(dict_block(at(t + 9.95), s, metrics))
+        lines.append(step_progress(at(t + 9.96), s, 200))
+    return lines
+
+
+def healthy_trials(b: Bundle, n: int = 24, start_min: float = 5, reward_every: int = 3, agent=True):
+    for i in range(n):
+        name = f"task-{i:03d}__A{i:06d}"
+        reward = 1.0 if i % reward_every == 0 else 0.0
+        exc = "AgentTimeoutError" if i % 11 == 5 else None
+        b.trial(name, reward, at(start_min + i * 4), exception=exc,
+                agent=[COHERENT, "The test expects an empty list for blank input; I'll update parse() and rerun."] if agent and i % 2 == 0 else None)
+
+
+# ----------------------------------------------------------------------------------------------- baselines
+@incident
+def baseline_healthy_agentic(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
+    lines = training_log(12, fmt="wandb", stats_era="v1")
+    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 4 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
+                           where="terminal_bench.terminal_bench_generator:__init__:77", actor="TerminalBenchGenerator pid=48213, ip=10.0.5.12"))
+    b.lines("finelog.log", lines)
+    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e) for e in range(2)])
+    healthy_trials(b)
+    return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.progressing", "resources.engines_generating", "resources.throughput_ok", "rollouts.learning",
+                       "dynamics.healthy", "restarts.none", "verdict.no_kill"],
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                description="Healthy agentic Iris run: 12 steps (WANDB_MIRROR), V1 stats, 24 trials with rewards.")
+
+
+@incident
+def baseline_healthy_standard(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15, fmt="python-dict", stats_era="v0", engines=1, gen=1532.9))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["rollouts.std_ok", "dynamics.healthy", "liveness.progressing"],
+                evidence=[dict(gate="dynamics", contains="step 15:")],
+                description="Healthy standard run with the legacy python-dict console serialization and V0 stats lines.")
+
+
+JUPITER_ROOT = "jobs/jsc-jupiter/slurm"
+
+
+@incident
+def baseline_healthy_jupiter(b_root):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48212", jupiter=True, synced=at(240),
+               entrypoint="", extra_manifest={"job": {"cluster": {"name": "jsc-jupiter"}, "job_id": "48212", "state": "running",
+                                                      "entrypoint": "", "experiment_dir": "/e/scratch/rl/exp7",
+                                                      "launcher_job_name": "grpo-qwen3-8b", "submitted_at_ms": 0}})
+    leg1 = training_log(6, fmt="wandb", stats_era="v1-early", engines=1)
+    leg1.append("slurmstepd: error: *** JOB 48211 ON jpbo-012-01 CANCELLED AT 2026-08-01T13:00:21 DUE TO TIME LIMIT ***")
+    b.lines("slurm_logs/grpo-qwen3-8b_48211.out", leg1)
+    leg2 = [loguru(at(125), "Resumed training from global_step 6")] + training_log(10, start_min=130, fmt="wandb",
+                                                                                  stats_era="v1-early", engines=1)[2:]
+    b.lines("finelog.log", leg2)
+    return dict(now=iso(at(245)), verdict="NO-KILL", mode="standard", mode_arg="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                signatures=["slurm_time_limit"],
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 10 / 200")],
+                description="Jupiter chain: leg 48211 hit its wall-clock limit (DUE TO TIME LIMIT), leg 48212 resumed and is healthy: not a burn.")
+
+
+@incident
+def baseline_benign_noise(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
+    lines = training_log(12, fmt="wandb", stats_era="v1-2026")
+    noise = [
+        "(EngineCore_DP0 pid=336) INFO 08-01 12:00:50 [shm_broadcast.py:542] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).",
+        "WARNING 08-01 12:00:12 shm_broadcast.py:386] No available block found in 60 second. ",
+        "(APIServer pid=962) WARNING 08-01 12:00:05 [envs.py:1100] Unknown vLLM environment variable detected: VLLM_ALLOW_ROUTED_EXPERTS_DCP",
+        "NCCL INFO comm 0x5583 rank 3 nranks 8 cudaDev 3 busId 1b000 - opCount dead",
+        "NCCL INFO NET/Plugin: Could not find libnccl-net.so, using internal implementation",
+        loguru(at(30), "Trial task-17__Ab3dE9f failed with ContextLengthExceededError: 32769 input tokens > 32768 max", level="WARNING",
+               where="terminal_bench.terminal_bench_generator:run_trial:311"),
+        loguru(at(31), "Traceback (most recent call last): handled AgentTimeoutError in trial task-18__Qq1", level="WARNING",
+               where="terminal_bench.terminal_bench_generator:run_trial:315"),
+        loguru(at(1), "OSError: Qwen/Qwen3-8B does not appear to have a file named model.safetensors; load_pretrained_with_retry attempt 1/4 retrying in 2s",
+               level="WARNING", where="skyrl_train.model_wrapper:load_pretrained_with_retry:52"),
+        "Error response from daemon: Get https://ghcr.io/v2/marin/rl/blobs/sha256:ab12: unexpected EOF",
+    ]
+    b.lines("finelog.log", noise[:5] + lines + noise[5:])
+    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log",
+            ["(EngineCore_DP0 pid=413) INFO 08-01 14:04:00 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."]
+            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e) for e in range(2)])
+    healthy_trials(b)
+    return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                signatures=["benign_shm_broadcast_wait", "benign_vllm_unknown_env", "benign_opcount_dead",
+                            "benign_nccl_net_plugin_missing", "benign_harbor_passthrough", "benign_hf_retry",
+                            "benign_image_pull_eof", "benign_engine_core_exit", "hf_weights_missing"],
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                description="Healthy run full of benign noise (shm_broadcast waits, whitelist notes, opCount dead, passthroughs, "
+                            "a WARNING-tagged traceback, a caught HF weight flake): none of it is death.")
+
+
+# ----------------------------------------------------------------------------------------------- liveness
+def frozen_training(n_steps=8, engines_after=True, stats_era="v1", until_min=200, engines=2, fmt="wandb"):
+    """Steps 1..n, then the trainer goes quiet while (optionally) engines keep generating until until_min."""
+    lines = training_log(n_steps, fmt=fmt, stats_era=stats_era, engines=engines)
+    last = (n_steps - 1) * 10 + 10
+    lines.append(phase(at(last), "Started", "step"))
+    lines.append(phase(at(last + 0.1), "Started", "fwd_logprobs_values_reward"))
+    if engines_after:
+        t = last + 1
+        while t < until_min:
+            for e in range(engines):
+                lines.append(vllm_stats(at(t), stats_era, 1980.0, 40, 0, engine=e, pid=2871 + e))
+            t += 5
+    return lines
+
+
+@incident
+def colocated_wedge_nccl_watchdog(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(200))
+    lines = frozen_training(8)
+    lines.insert(-20, "(FSDPPolicyWorker pid=5120, ip=10.0.5.13) [PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 1800 seconds without making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API hang blocking the watchdog, and could be triggered by another thread holding the GIL inside a CUDA api, or other deadlock-prone behaviors.If you suspect the watchdog is not actually stuck and a longer timeout would help, you can either increase the timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) to a larger value or disable the heartbeat monitor (TORCH_NCCL_ENABLE_MONITORING=0).If either of aforementioned helps, feel free to file an issue to PyTorch about the short timeout or false positive abort; otherwise, please attempt to debug the hang. workMetaList_.size() = 103")
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    return dict(now=iso(at(205)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), signatures=["nccl_watchdog_stuck"],
+                fired=["liveness.hang_signature", "liveness.colocated_deception", "verdict.kill_hard_failure"],
+                evidence=[dict(gate="liveness", contains="watchdog got stuck for 1800 seconds")],
+                description="MoE-EP8-style colocated wedge: policy mesh hung in a NCCL collective (torch ~2.3 watchdog-stuck line) "
+                            "while the engines keep generating; cheap liveness signals lie.")
+
+
+@incident
+def nccl_collective_timeout_abort(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(190))
+    lines = frozen_training(8, engines_after=False, fmt="python-dict", stats_era="v0", engines=1)
+    t = at(96)
+    lines += [glog(t, "E", 2, "ProcessGroupNCCL.cpp:632", "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4411, OpType=_ALLGATHER_BASE, NumelIn=19008, NumelOut=152064, Timeout(ms)=600000) ran for 600021 milliseconds before timing out."),
+              glog(t, "E", 2, "ProcessGroupNCCL.cpp:1785", "[PG ID 0 PG GUID 0(default_pg) Rank 2] ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1, only active collectives: 0"),
+              glog(at(97), "F", 2, "ProcessGroupNCCL.cpp:1920", "[PG ID 0 PG GUID 0(default_pg) Rank 2] Terminating the process after attempting to dump debug info, due to collective timeout or exception."),
+              "(WorkerDict pid=4410, ip=10.0.0.7) Fatal Python error: Aborted",
+              glog(at(97.5), "W", 1, "TCPStore.cpp:106", "[c10d] sendBytes failed on SocketImpl(fd=67, addr=[bogon]:36214, remote=[bogon]:43145): Broken pipe")]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(195)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                signatures=["nccl_collective_timeout", "nccl_dump_debug_info", "nccl_terminating_after_dump", "fatal_python_abort",
+                            "tcpstore_broken_pipe"],
+                fired=["liveness.hang_signature", "liveness.fatal_signature", "liveness.trainer_frozen"],
+                evidence=[dict(gate="liveness", contains="Watchdog caught collective operation timeout")],
+                description="torch >=2.4 collective timeout (WorkNCCL with Numel fields), flight-recorder dump, abort and the TCPStore cascade.")
+
+
+@incident
+def watchdog_stuck_ray_worker_died(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(200))
+    b.lines("finelog.log", frozen_training(8, engines_after=True, stats_era="v1-2026"))
+    b.lines("ray_vllm_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0/worker-8445aa-01000000-3490362.err", [
+        "[PG 0 Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=103",
+        "[2026-08-01 13:32:01,113 E 3490362 3490400] logging.cc:496: *** SIGABRT received at time=1785591121 on cpu 92 ***",
+        "Fatal Python error: Aborted"])
+    b.lines("ray_vllm_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0/raylet.out", [
+        "[2026-08-01 13:32:05,001 E 395 395] (raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. Lease ID: 0100ab Worker ID: 8445aa Node ID: 0e99 Worker IP address: 10.0.5.13 Worker port: 34533 Worker PID: 3490362 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. Some common causes include: (1) the process was killed by the OOM killer due to high memory usage."])
+    b.lines("ray_vllm_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0/python-core-driver-01000000_4120.log", [
+        "[2026-08-01 13:32:06,500 E 4120 4180] core_worker.cc:900: ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."])
+    healthy_trials(b)
+    return dict(now=iso(at(205)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                signatures=["nccl_heartbeat_monitor_timeout", "worker_rank_signal", "fatal_python_abort", "ray_worker_died", "ray_actor_died"],
+                evidence=[dict(gate="liveness", contains="Heartbeat monitor timed out")],
+                description="Ray logs are authoritative for actor death: heartbeat monitor abort, SIGABRT, raylet SYSTEM_ERROR death, ActorDiedError.")
+
+
+# ----------------------------------------------------------------------------------------------- resources
+@incident
+def engine_dead(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(200))
+    lines = frozen_training(8, engines_after=False, stats_era="v1")
+    lines += ["(EngineCore_DP0 pid=413) ERROR 08-01 13:25:57 [core.py:710] EngineCore encountered a fatal error.",
+              "(EngineCore_DP0 pid=413) ERROR 08-01 13:25:57 [core.py:711] TimeoutError: RPC call to sample_tokens timed out.",
+              "(AsyncVLLMInferenceEngine pid=2871, ip=10.1.2.3) ERROR 08-01 13:25:58 [async_llm.py:420] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."]
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    return dict(now=iso(at(205)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="FAIL", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), signatures=["vllm_engine_dead", "vllm_rpc_timeout"],
+                fired=["resources.engine_dead"],
+                evidence=[dict(gate="resources", contains="EngineCore encountered a fatal error")],
+                description="vLLM EngineCore died (sample_tokens RPC timeout -> EngineDeadError); no engine generates, the trainer waits forever.")
+
+
+def starvation_ep(n_trials=512, seqs=64, engines=2, eager="false", model="Qwen/Qwen3-8B"):
+    return json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", f"trainer.policy.model.path={model}",
+                                "terminal_bench_config.trials_dir=s3://b/trace_jobs", f"generator.enforce_eager={eager}",
+                                f"generator.num_inference_engines={engines}", f"generator.max_num_seqs={seqs}",
+                                f"terminal_bench_config.n_concurrent_trials={n_trials}", "--gpu", "H100"]})
+
+
+@incident
+def throughput_starvation(b_root):
+    b = Bundle(b_root, entrypoint=starvation_ep(), synced=at(125))
+    lines = training_log(12, stats_era="v1", engines=2, gen=310.0, running=64, waiting=448)
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.queue_starvation", "resources.throughput_floor"],
+                evidence=[dict(gate="resources", contains="Waiting: 448 reqs")],
+                description="rl-131k-cpdcp2r3-style starvation: Waiting >> Running with floored throughput; demand 512 trials vs 64 seqs x 2 engines.")
+
+
+@incident
+def enforce_eager_floor(b_root):
+    ep = starvation_ep(n_trials=64, seqs=128, engines=4, eager="true", model="Qwen/Qwen3-30B-A3B")
+    b = Bundle(b_root, entrypoint=ep, synced=at(125))
+    lines = ["(EngineCore_DP0 pid=2211) INFO 08-01 12:00:42 [vllm.py:500] Cudagraph is disabled under eager mode"]
+    lines += training_log(12, stats_era="v1", engines=2, gen=62.0, running=48, waiting=0)
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_floor_eager"],
+                evidence=[dict(gate="resources", contains="Avg generation throughput: 62.0 tokens/s")],
+                finding_contains=dict(resources="enforce_eager=true"),
+                description="CoreWeave MoE arms at 15-75 tok/s: enforce_eager=true (CUDA graphs off) named first at the floor.")
+
+
+@incident
+def throughput_floor_eager_unknown(b_root):
+    ep = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-32B",
+                              "--train_data", "['math']", "--gpu", "H200"]})
+    b = Bundle(b_root, entrypoint=ep, synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=2, gen=90.0, running=64, waiting=0))
+    return dict(now=iso(at(130)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_floor_eager_unknown"],
+                finding_contains=dict(resources="check it first"),
+                evidence=[dict(gate="resources", contains="Avg generation throughput: 90.0 tokens/s")],
+                description="Dense 32B on H200 decoding at 90 tok/s per engine with 64 running (floor ~286): enforce_eager unknown, named first.")
+
+
+@incident
+def cuda_oom_training(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    lines = training_log(5, fmt="wandb", stats_era="v1", engines=1)
+    lines += [phase(at(50), "Started", "step"), phase(at(55), "Started", "policy_train"),
+              "(FSDPPolicyWorker pid=5120, ip=10.0.5.13) Traceback (most recent call last):",
+              '(FSDPPolicyWorker pid=5120, ip=10.0.5.13)   File "/app/skyrl_train/workers/fsdp/fsdp_worker.py", line 412, in training_step',
+              "(FSDPPolicyWorker pid=5120, ip=10.0.5.13) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.71 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.15 GiB memory in use. Of the allocated memory 71.88 GiB is allocated by PyTorch, and 4.93 GiB is reserved by PyTorch but unallocated.",
+              loguru(at(56), "Train loop failed", level="ERROR", where="skyrl_train.trainer:train:530")]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(155)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="FAIL", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), signatures=["cuda_oom", "python_traceback", "train_loop_failed"],
+                fired=["resources.cuda_oom", "liveness.fatal_signature"],
+                evidence=[dict(gate="resources", contains="CUDA out of memory. Tried to allocate 3.71 GiB")],
+                description="torch >=2.4 CUDA OOM text during policy_train; the loop failed and nothing advanced after it.")
+
+
+def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running"):
+    cs = {"name": "task", "ready": phase == "Running", "restartCount": restarts, "image": "ghcr.io/marin/rl:latest",
+          "state": {"running": {"startedAt": iso(at(60))}} if waiting is None else {"waiting": {"reason": waiting, "message": "Back-off"}},
+          "lastState": {}}
+    if oom_last:
+        cs["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": iso(at(0)), "finishedAt": iso(at(58))}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "iris",
+                                                            "labels": {"iris.job_id": "alice.rl-qwen8b-tb"}},
+            "status": {"phase": phase, "containerStatuses": [cs]}}
+
+
+def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=4, seqs=128, trials=256, mode=None):
+    return {"mode_hint": mode, "resolved_config": None,
+            "model": {"name": name, "total_params_b": active, "active_params_b": active, "source": "config.json of the policy"},
+            "hardware": {"gpu": gpu, "gpus_per_node": 8, "nodes": 2},
+            "placement": {"colocate_all": True, "num_inference_engines": engines, "inference_tp": 2, "policy_gpus": 8,
+                          "n_concurrent_trials": trials, "max_num_seqs": seqs}}
+
+
+@incident
+def host_oom_pod_oomkilled(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(100))
+    lines = training_log(6) + ["(raylet) [2026-08-01 13:01:00,445 E 395 395] (raylet) node_manager.cc:3049: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: e5d9, IP: 10.0.62.231) over the last time period."]
+    b.lines("finelog.log", lines)
+    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-1-9f8e7d-0.log", ["[  812.3] Out of memory: Killed process 7731 (ray::FSDPPolicy) total-vm:1400GB"])
+    healthy_trials(b, n=6)
+    b.capture(at(104), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0)), "finished_at": None,
+                                            "exit_code": None, "error": None}]},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
+                                                                      pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0", restarts=1, oom_last=True)]})
+    return dict(now=iso(at(106)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), signatures=["host_oom_ray", "host_oomkilled_text"],
+                fired=["resources.pod_oomkilled", "resources.host_oom"],
+                evidence=[dict(gate="resources", contains="OOMKilled")],
+                description="Host OOM: a pod restarted after OOMKilled (exit 137), kernel oom-killer and Ray memory-pressure kills.")
+
+
+@incident
+def slurm_host_oom_cgroup(b_root):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48301", jupiter=True, synced=at(100),
+               extra_manifest={"job": {"cluster": {"name": "jsc-jupiter"}, "job_id": "48301", "state": "running",
+                                       "entrypoint": "", "submitted_at_ms": 0}})
+    lines = training_log(6, stats_era="v1-early", engines=1)
+    lines += ["/var/spool/slurmd/job48301/slurm_script: line 15: 259449 Killed  python -m skyrl_train.entrypoints.main_base",
+              "slurmstepd: error: Detected 1 oom_kill event in StepId=48301.batch. Some of the step tasks have been OOM Killed."]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(105)), verdict="KILL", mode="standard", mode_arg="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), signatures=["host_oom_cgroup"],
+                evidence=[dict(gate="resources", contains="Detected 1 oom_kill event")],
+                description="Slurm >=23.02 cgroup OOM wording in the job's .out.")
+
+
+# ----------------------------------------------------------------------------------------------- rollouts
+def agentic_running(b_root, steps=10, synced=125):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(synced))
+    b.lines("finelog.log", training_log(steps, stats_era="v1"))
+    return b
+
+
+@incident
+def weight_sync_token_salad(b_root):
+    b = agentic_running(b_root)
+    for i in range(20):
+        b.trial(f"task-{i:03d}__S{i:06d}", 0.0, at(5 + i * 4), agent=[salad(i), salad(i + 100)])
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad"],
+                evidence=[dict(gate="rollouts", contains="token salad")],
+                description="Degraded FSDP->vLLM weight sync serving token salad: 100% reward 0 with incoherent output.")
+
+
+def uniform_infra(b_root, exc, *, exception_txt=None, message="", in_result=True):
+    b = agentic_running(b_root)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__U{i:06d}", 0.0, at(5 + i * 4), exception=exc if in_result else None,
+                exception_txt=exception_txt, message=message, agent=[COHERENT] if i % 4 == 0 else None)
+    return b
+
+
+def uniform_expected(exc, contains, description):
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.uniform_infra_exception"],
+                evidence=[dict(gate="rollouts", contains=contains)], finding_contains=dict(rollouts=exc),
+                description=description)
+
+
+@incident
+def daytona_snapshot_quota(b_root):
+    uniform_infra(b_root, "DaytonaValidationError", message="Failed to create sandbox: snapshot quota exceeded")
+    return uniform_expected("DaytonaValidationError", "DaytonaValidationError",
+                            "Daytona 40-snapshot quota exceeded: every trial dies unscored (DaytonaValidationError).")
+
+
+@incident
+def verification_not_completed(b_root):
+    uniform_infra(b_root, None, in_result=False,
+                  exception_txt="Traceback (most recent call last):\n  File \"harbor/trial.py\", line 210, in run\nharbor.trial.errors.VerificationNotCompletedError: verifier did not complete\n")
+    return uniform_expected("VerificationNotCompletedError", "VerificationNotCompletedError",
+                            "Sandbox never came up / DAYTONA_* not forwarded: VerificationNotCompletedError in every exception.txt.")
+
+
+@incident
+def bearer_token_invalid(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__B{i:06d}", 0.0, at(5 + i * 4), exception="RuntimeError",
+                exception_txt="RuntimeError: request failed: 401 Unauthorized: Bearer token invalid\n")
+    return uniform_expected("BearerTokenInvalid", "BearerTokenInvalid", "Auth failure: 'Bearer token invalid' in every trial's exception.txt.")
+
+
+@incident
+def sandbox_not_found(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__N{i:06d}", 0.0, at(5 + i * 4), exception="RuntimeError",
+                exception_txt="RuntimeError: Sandbox not found. Please build the environment first.\n")
+    return uniform_expected("SandboxNotFound", "SandboxNotFound", "Sandboxes idle-reaped mid-trial: 'Sandbox not found' everywhere.")
+
+
+@incident
+def verifier_timeout_everywhere(b_root):
+    uniform_infra(b_root, "VerifierTimeoutError", message="Verifier execution timed out after 600.0 seconds")
+    return uniform_expected("VerifierTimeoutError", "VerifierTimeoutError", "The verifier never scores: VerifierTimeoutError on every trial.")
+
+
+@incident
+def broken_agent_loop(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__L{i:06d}", 0.0, at(5 + i * 4), turns=1, agent=[COHERENT] if i % 2 == 0 else None)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.broken_agent_loop"],
+                evidence=[dict(gate="rollouts", contains="16 with result.json")],
+                description="About 1 turn per trial with 100% reward 0: dead engine or broken agent loop.")
+
+
+@incident
+def zero_reward_hard_tasks(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__H{i:06d}", 0.0, at(5 + i * 4), turns=9, agent=[COHERENT, COHERENT])
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.zero_reward_coherent"],
+                evidence=[dict(gate="rollouts", contains="I'll start by reading the test file")],
+                description="All rewards 0 but coherent multi-turn attempts: hard tasks, not a kill by itself.")
+
+
+@incident
+def agentic_bring_up_early(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(15))
+    b.lines("finelog.log", [
+        loguru(at(0.5), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"),
+        loguru(at(2), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+        "(EngineCore_DP0 pid=336) INFO 08-01 12:05:50 [shm_broadcast.py:542] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation).",
+        loguru(at(9), "Resumed training from global_step 0"),
+        phase(at(10), "Started", "step"), phase(at(10.1), "Started", "generate"),
+        vllm_stats(at(13), "v1", 1200.0, 30, 0), vllm_stats(at(14), "v1", 1450.0, 36, 0)])
+    b.write("trace_jobs/task-000__E000000/config.json", "{}")
+    b.write("trace_jobs/task-001__E000001/config.json", "{}")
+    return dict(now=iso(at(16)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.bring_up", "rollouts.agentic_early", "dynamics.too_early"],
+                evidence=[dict(gate="rollouts", contains="2 trial dirs, 0 with result.json")],
+                description="15 minutes into a long-episode arm: rollouts executing, 0 trials completed yet; not missing evidence.")
+
+
+@incident
+def agentic_traces_missing(b_root):
+    agentic_running(b_root)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="ERROR", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.agentic_traces_missing", "verdict.error"],
+                finding_contains=dict(rollouts="no trace_jobs/"),
+                evidence=[],
+                description="Agentic run at step 10 with no trace_jobs/ synced: required rollout evidence missing (mode from config, not from the directory).")
+
+
+@incident
+def standard_all_zero_reward(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
+    b.lines("finelog.log", training_log(12, reward=0.0) + [
+        loguru(at(60), "Exception breakdown: {'RewardFileNotFoundError': 32}", level="WARNING",
+               where="terminal_bench.terminal_bench_generator:generate:501"),
+        loguru(at(60), "Batch generation complete: 0/32 successful, 32 failed instances, 0 masked (excluded from baseline)",
+               level="WARNING", where="terminal_bench.terminal_bench_generator:generate:502")])
+    return dict(now=iso(at(130)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.std_all_zero_reward", "rollouts.std_batch_infra"],
+                evidence=[dict(gate="rollouts", contains="reward 0.0")],
+                description="Standard run with reward exactly 0 on every step and the verifier failing every batch.")
+
+
+@incident
+def standard_empty_generations(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
+
+    def metrics(s):
+        m = healthy_metrics(s)
+        m["generate/avg_num_tokens"] = 0.0
+        return m
+    b.lines("finelog.log", training_log(12, metrics_fn=metrics))
+    return dict(now=iso(at(130)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.std_gen_tokens_zero"],
+                evidence=[], finding_contains=dict(rollouts="generate/avg_num_tokens is 0"),
+                description="Engines return empty generations on every step.")
+
+
+# ----------------------------------------------------------------------------------------------- restarts / terminal
+NORM_TOPK = ["(skyrl_entrypoint pid=4120) Traceback (most recent call last):",
+             '(skyrl_entrypoint pid=4120)   File "/app/skyrl_train/model_wrapper.py", line 88, in build_models',
+             "(skyrl_entrypoint pid=4120) AttributeError: 'Qwen3MoeConfig' object has no attribute 'norm_topk_prob'"]
+
+
+@incident
+def restart_burn_same_failure(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-moe-ep8", entrypoint=AGENTIC_EP.replace("Qwen3-8B", "Qwen3-30B-A3B"), synced=at(95))
+    lines = []
+    for attempt, start in ((1, 0), (2, 30), (3, 60)):
+        lines.append(f"task=/alice/rl-moe-ep8/0 | [iris setup] step 1/2")
+        lines.append(loguru(at(start + 1), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"))
+        lines.append(loguru(at(start + 2), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"))
+        lines += NORM_TOPK
+        if attempt < 3:
+            lines.append(glog(at(start + 3), "W", 1, "TCPStore.cpp:106", "[c10d] sendBytes failed on SocketImpl(fd=67, addr=[bogon]:36214, remote=[bogon]:43145): Broken pipe"))
+    b.lines("finelog.log", lines)
+    b.capture(at(96), state={"source": "iris", "state": "running", "failure_count": 2, "preemption_count": 0, "max_retries": 2,
+                             "attempts": [{"attempt": 0, "state": "failed", "started_at": iso(at(0)), "finished_at": iso(at(4)),
+                                           "exit_code": 1, "error": None},
+                                          {"attempt": 1, "state": "failed", "started_at": iso(at(30)), "finished_at": iso(at(34)),
+                                           "exit_code": 1, "error": None},
+                                          {"attempt": 2, "state": "running", "started_at": iso(at(60)), "finished_at": None,
+                                           "exit_code": None, "error": None}]},
+              job_id="/alice/rl-moe-ep8")
+    return dict(now=iso(at(100)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=2, same_failure=True), signatures=["python_traceback", "tcpstore_broken_pipe"],
+                fired=["restarts.same_failure", "liveness.fatal_signature"],
+                evidence=[dict(gate="liveness", contains="has no attribute 'norm_topk_prob'")],
+                description="Stale MoE image: the same AttributeError on every attempt (2 of 2 retries burned, the third reproducing it).")
+
+
+@incident
+def restart_transient_recovered(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(155))
+    lines = ["task=/alice/rl-qwen8b-tb/0 | [iris setup] step 1/2",
+             loguru(at(1), "OSError: Qwen/Qwen3-8B does not appear to have a file named model.safetensors", level="ERROR",
+                    where="skyrl_train.model_wrapper:build_models:88"),
+             "task=/alice/rl-qwen8b-tb/0 | [iris setup] step 1/2"]
+    lines += training_log(12, start_min=30)
+    b.lines("finelog.log", lines)
+    healthy_trials(b, start_min=35)
+    b.capture(at(156), state={"source": "iris", "state": "running", "failure_count": 1, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "failed", "started_at": iso(at(0)), "finished_at": iso(at(2)),
+                                            "exit_code": 1, "error": None},
+                                           {"attempt": 1, "state": "running", "started_at": iso(at(29)), "finished_at": None,
+                                            "exit_code": None, "error": None}]})
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=1, same_failure=False), signatures=["hf_weights_missing"],
+                fired=["restarts.recovered_transient"],
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                description="One attempt burned on an HF weight-resolution flake; the retry is healthy: transient, recovered.")
+
+
+@incident
+def terminal_failed_survivor_cascade(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, state="failed", synced=at(80))
+    lines = training_log(6, stats_era="v1", engines=1)
+    lines += [loguru(at(61), "RuntimeError: CUDA error: an illegal memory access was encountered", level="ERROR",
+                     where="skyrl_train.workers.fsdp.fsdp_worker:training_step:430", actor="FSDPPolicyWorker pid=5120, ip=10.0.5.13"),
+              glog(at(62), "E", 3, "ProcessGroupNCCL.cpp:632", "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800331 milliseconds before timing out."),
+              glog(at(62.5), "W", 1, "TCPStore.cpp:106", "[c10d] sendBytes failed on SocketImpl(fd=67, addr=[bogon]:36214, remote=[bogon]:43145): Broken pipe"),
+              glog(at(62.5), "W", 2, "TCPStore.cpp:106", "[c10d] sendBytes failed on SocketImpl(fd=68, addr=[bogon]:36215, remote=[bogon]:43145): Broken pipe"),
+              "(skyrl_entrypoint pid=4120) ray.exceptions.RayTaskError(RuntimeError): ray::FSDPPolicyWorker.training_step() (pid=5120, ip=10.0.5.13)"]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(300)), verdict="NO-KILL", mode="standard", terminal=True,
+                gates=dict(liveness="FAIL"), restarts=dict(burned=1, same_failure=False),
+                signatures=["cuda_error", "nccl_collective_timeout", "tcpstore_broken_pipe", "ray_worker_crashed"],
+                fired=["liveness.terminal", "verdict.terminal"],
+                finding_contains=dict(liveness="TERMINAL"),
+                first_error_contains="CUDA error: an illegal memory access",
+                evidence=[dict(gate="liveness", contains='"state": "failed"')],
+                description="Terminal failed job: the primary CUDA illegal-memory-access comes first; the NCCL timeout and TCPStore cascade are survivors.")
+
+
+@incident
+def terminal_config_override(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-bad-override", entrypoint=STANDARD_EP, state="failed", synced=at(5))
+    b.lines("finelog.log", [
+        "task=/alice/rl-bad-override/0 | [iris setup] step 1/2",
+        loguru(at(1), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+        loguru(at(1.3), "omegaconf.errors.ConfigAttributeError: Could not override 'generator.max_num_seq'. Key 'max_num_seq' is not in struct",
+               level="ERROR", where="skyrl_train.entrypoints.main_base:main:61")])
+    return dict(now=iso(at(60)), verdict="NO-KILL", mode="standard", terminal=True, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=1, same_failure=False), signatures=["config_override_error"],
+                fired=["liveness.terminal"], first_error_contains="Could not override 'generator.max_num_seq'",
+                evidence=[], description="Config-parse death 18 s after Ray attach: terminal, deterministic; fix the override key.")
+
+
+@incident
+def terminal_absent_no_pods(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-pruned", entrypoint=AGENTIC_EP, state="running", synced=at(60))
+    b.lines("finelog.log", training_log(3))
+    b.capture(at(200), state={"source": "iris", "state": "absent", "failure_count": 0, "preemption_count": 0,
+                              "max_retries": None, "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": []}, job_id="/alice/rl-pruned")
+    return dict(now=iso(at(205)), verdict="NO-KILL", mode="agentic", terminal=True, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.terminal"],
+                finding_contains=dict(liveness="absent"), evidence=[dict(gate="liveness", contains='"state": "absent"')],
+                description="Absence after existence is terminal: a capture newer than the manifest finds no controller record and 0 pods.")
+
+
+@incident
+def jupiter_chain_same_failure(b_root):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48403", jupiter=True, synced=at(100),
+               extra_manifest={"job": {"cluster": {"name": "jsc-jupiter"}, "job_id": "48403", "state": "pending",
+                                       "entrypoint": "", "submitted_at_ms": 0}})
+    crash = ["Traceback (most recent call last):",
+             '  File "/e/project/skyrl/skyrl_train/dataset.py", line 77, in __init__',
+             "AssertionError: dataset size 0 < train_batch_size 256 (placeholder train data not applied)",
+             "srun: error: jpbo-012-01: task 0: Exited with exit code 1"]
+    for leg, start in (("48401", 0), ("48402", 20)):
+        b.lines(f"slurm_logs/grpo-qwen3-8b_{leg}.out", [loguru(at(start), "Ray nodes alive: 4/4")] + crash)
+    b.lines("slurm_logs/grpo-qwen3-8b_48402.err", ["slurmstepd: error: *** JOB 48402 ON jpbo-012-01 CANCELLED AT 2026-08-01T12:21:40 DUE TO TASK FAILURE ***"])
+    return dict(now=iso(at(105)), verdict="KILL", mode="standard", mode_arg="standard", terminal=False,
+                gates=dict(liveness="PASS"), restarts=dict(burned=2, same_failure=True),
+                signatures=["python_traceback", "slurm_cancelled"], fired=["restarts.same_failure", "verdict.kill_same_failure"],
+                evidence=[], first_error_contains="AssertionError: dataset size 0",
+                description="Jupiter afterany chain: legs 48401 and 48402 failed with the same AssertionError; leg 48403 is pending to repeat it.")
+
+
+# ----------------------------------------------------------------------------------------------- evidence problems
+@incident
+def missing_logs(b_root):
+    Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(100))
+    return dict(now=iso(at(105)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="ERROR"), restarts=dict(burned=0, same_failure=False), fired=["liveness.no_logs", "verdict.error"],
+                evidence=[], finding_contains=dict(liveness="no log evidence"),
+                description="A running job whose bundle holds only the manifest: missing evidence is ERROR, not a conservative NO-KILL.")
+
+
+@incident
+def stale_evidence(b_root):
+    b = agentic_running(b_root, synced=125)
+    healthy_trials(b)
+    return dict(now=iso(at(125 + 180)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="ERROR"), restarts=dict(burned=0, same_failure=False), fired=["liveness.stale_evidence"],
+                evidence=[dict(gate="liveness", contains="synced_at")], finding_contains=dict(liveness="stale"),
+                description="The syncdown is 3 hours old and no newer capture exists: stale beyond --max-age.")
+
+
+@incident
+def metrics_parse_failure(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
+    lines = training_log(12)
+    lines = [ln if "WANDB_MIRROR" not in ln else ln[: ln.index("metrics=") + 40] for ln in lines]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", dynamics="ERROR"), restarts=dict(burned=0, same_failure=False),
+                fired=["dynamics.metrics_parse_failure", "rollouts.std_metrics_missing"],
+                evidence=[dict(gate="dynamics", contains="WANDB_MIRROR kind=train step=1")],
+                description="Steps advance (phase timers) but every WANDB_MIRROR payload is truncated: a failed metrics probe is ERROR, never a silent pass.")
+
+
+@incident
+def malformed_manifest(b_root):
+    b = Bundle(b_root, manifest=False)
+    b.write("manifest.json", '{"bundle_format": 1, "cluster": "cw-us-east-02a", "job_id": "/alice/rl-x", "job": {"state": "runn')
+    b.lines("finelog.log", training_log(3))
+    return dict(now=iso(at(40)), verdict="ERROR", mode="unknown", terminal=False, gates=dict(liveness="ERROR", rollouts="ERROR"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.evidence_unreadable", "liveness.state_unknown",
+                                                                     "rollouts.mode_unknown", "liveness.stale_evidence"],
+                evidence=[dict(gate="liveness", contains="malformed JSON")],
+                description="Truncated manifest.json and no capture: controller state, freshness and mode are unknown; the logs are still read.")
+
+
+@incident
+def sources_disagree(b_root):
+    b = agentic_running(b_root)
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "absent", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0")]})
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False, gates=dict(liveness="ERROR"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.sources_disagree"],
+                evidence=[], finding_contains=dict(liveness="disagree"),
+                description="The controller reports the job absent while the same capture lists a running pod: unreconciled sources.")
+
+
+# ----------------------------------------------------------------------------------------------- stalls
+def polls(role_util: dict[str, float], n=3, start=None, mem=70371):
+    start = start or at(200)
+    rows = []
+    for k in range(n):
+        t = iso(start + (at(0.5) - at(0)) * k)
+        for role, util in sorted(role_util.items()):
+            host = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0" if role == "policy" else "iris-alice-rl-qwen8b-tb-1-9f8e7d-0"
+            for g in range(4):
+                rows.append({"t": t, "host": host, "gpu": g, "util_pct": util, "mem_used_mib": mem, "mem_total_mib": 81559,
+                             "power_w": 120.0 if util == 0 else 610.5, "dram_active": None, "role": role,
+                             "processes": ["ray::FSDPPolicyWorker" if role == "policy" else "ray::AsyncVLLMInferenceEngine"]})
+    return rows
+
+
+STACK_ALLREDUCE = """Thread 5120 (idle): "MainThread"
+    _wait_for_work (torch/distributed/distributed_c10d.py:2411)
+    all_reduce (torch/distributed/distributed_c10d.py:2501)
+    clip_grad_norm_ (torch/distributed/fsdp/fully_sharded_data_parallel.py:1181)
+    training_step (skyrl_train/workers/fsdp/fsdp_worker.py:430)
+"""
+
+
+@incident
+def stall_without_live_evidence(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(200))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    return dict(now=iso(at(205)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS"), restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.trainer_frozen", "verdict.stall_without_live_evidence"],
+                evidence=[dict(gate="liveness", contains="Started: 'fwd_logprobs_values_reward'")],
+                description="Trainer frozen 2 h with no hard-failure signature and no live evidence: ERROR, next action capture GPU polls and stacks.")
+
+
+@incident
+def stall_with_live_evidence(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    b.capture(at(200), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0)), "finished_at": None,
+                                            "exit_code": None, "error": None}]},
+              polls=polls({"policy": 0.0}), stacks={"iris-alice-rl-qwen8b-tb-0-1a2b3c-0__5120.txt": STACK_ALLREDUCE},
+              job=job_json(), job_id="/alice/rl-qwen8b-gsm8k")
+    return dict(now=iso(at(202)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS"), restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.wedge_live_policy_idle", "liveness.wedge_live_stacks", "verdict.kill_hard_failure"],
+                evidence=[dict(gate="liveness", contains='"role": "policy", "util_pct": 0.0')],
+                description="The same frozen trainer with a live capture: policy GPUs idle with weights resident across 3 polls and "
+                            "py-spy stacks in all_reduce: the stall is backed by live evidence -> KILL.")
+
+
+@incident
+def colocated_deception_live(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=True, until_min=150))
+    healthy_trials(b)
+    b.capture(at(200), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0)), "finished_at": None,
+                                            "exit_code": None, "error": None}]},
+              polls=polls({"policy": 0.0, "inference": 87.0}), job=job_json(),
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
+                                                                      pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0")]},
+              files={"pod_logs/iris-alice-rl-qwen8b-tb-1-9f8e7d-0.log": "\n".join(
+                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e) for k in range(5) for e in range(2)) + "\n"})
+    return dict(now=iso(at(202)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS"), restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.wedge_live_policy_idle", "liveness.colocated_deception"],
+                evidence=[dict(gate="liveness", contains='"role": "policy"')],
+                description="Colocated-engine deception caught live: engine GPUs busy (87%), policy GPUs 0% with weights resident, "
+                            "trainer frozen, no NCCL line at all.")
+
+
+@incident
+def stall_refuted_long_step(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    b.capture(at(132), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []}, polls=polls({"policy": 96.0}, start=at(131)), job=job_json(),
+              job_id="/alice/rl-qwen8b-gsm8k")
+    return dict(now=iso(at(152)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS"), restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.stall_refuted_live"], evidence=[dict(gate="liveness", contains='"util_pct": 96.0')],
+                description="The trainer log is quiet past the cadence but live polls show the policy GPUs computing: a long step, not a wedge.")
+
+
+# ----------------------------------------------------------------------------------------------- dynamics
+@incident
+def broken_replay_dynamics(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-moe-r3", entrypoint=STANDARD_EP.replace("Qwen3-8B", "Qwen3-30B-A3B"), synced=at(205))
+
+    def metrics(s):
+        m = healthy_metrics(s)
+        if s >= 16:
+            m.update({"policy/log_ratio_abs_max": 19.2, "policy/policy_loss": 10421.5, "policy/raw_grad_norm": 118234.0,
+                      "policy/tis/imp_ratio_mean": 1.01})
+        return m
+    b.lines("finelog.log", training_log(20, metrics_fn=metrics))
+    return dict(now=iso(at(210)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["dynamics.broken_replay"],
+                evidence=[dict(gate="dynamics", contains="log_ratio_abs_max=19.2")],
+                description="Broken router replay after a weight sync: log_ratio_abs_max ~19, policy_loss ~1e4, grad_norm ~1e5.")
+
+
+@incident
+def reward_plateau(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(205))
+    b.lines("finelog.log", training_log(20, metrics_fn=lambda s: healthy_metrics(s, reward=0.31 + (0.004 if s % 2 else 0.0))))
+    return dict(now=iso(at(210)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["dynamics.plateau"],
+                evidence=[dict(gate="dynamics", contains="step 20:")], finding_contains=dict(dynamics="plateau"),
+                description="Reward flat at 0.31 for 20 steps: a plateau alone is not a kill condition.")
+
+
+@incident
+def nan_loss(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
+
+    def metrics(s):
+        m = healthy_metrics(s)
+        if s >= 11:
+            m["policy/policy_loss"] = "nan"
+        return m
+    lines = training_log(12, metrics_fn=metrics)
+    lines = [ln.replace('"policy/policy_loss": "nan"', '"policy/policy_loss": NaN') for ln in lines]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(130)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(dynamics="FAIL"), restarts=dict(burned=0, same_failure=False), fired=["dynamics.non_finite"],
+                evidence=[], finding_contains=dict(dynamics="policy_loss"),
+                description="NaN policy loss from step 11 (json NaN literal in WANDB_MIRROR).")
+
+
+@incident
+def tis_divergence(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
+
+    def metrics(s):
+        m = healthy_metrics(s)
+        m["policy/tis/imp_ratio_mean"] = 0.97 if s < 10 else 3.4
+        return m
+    b.lines("finelog.log", training_log(12, metrics_fn=metrics))
+    return dict(now=iso(at(130)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(dynamics="FAIL"), restarts=dict(burned=0, same_failure=False), fired=["dynamics.tis_out_of_range"],
+                evidence=[], finding_contains=dict(dynamics="3.4"),
+                description="TIS importance ratio mean jumps to 3.4 after a sync: trainer and served policies diverge.")
+
+
+# ----------------------------------------------------------------------------------------------- hostile input
+@incident
+def hostile_input_healthy(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
+    lines = training_log(12, stats_era="v1")
+    body = "\r\n".join("\x1b[0;36m" + ln + "\x1b[0m" if i % 3 == 0 else ln for i, ln in enumerate(lines)) + "\r\n"
+    junk = bytes(range(256)) * 64 + b"\n" + b"A" * (3 * 1024 * 1024) + b" Traceback (most recent call last) inside a giant WARNING line\n"
+    b.write("finelog.log", junk + body.encode() + b"\xff\xfe truncated mid-li")
+    b.write("pod_logs/empty.log", b"")
+    b.write("ray_vllm_logs/pod-0/binary.out", bytes(range(256)) * 4096)
+    healthy_trials(b)
+    b.write("trace_jobs/task-broken__X000001/result.json", '{"verifier_result": {"rewards": {"reward": 1.0')
+    loop = b.root / "ray_vllm_logs" / "pod-0" / "loop"
+    loop.parent.mkdir(parents=True, exist_ok=True)
+    if not loop.is_symlink():
+        loop.symlink_to("..")
+    outside = b.root / "pod_logs" / "outside.log"
+    if not outside.is_symlink():
+        outside.symlink_to("/etc/hostname")
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                description="Bad input everywhere (binary bytes, a 3 MB line, ANSI, CRLF, truncated tail, empty file, symlink loop, "
+                            "a symlink outside the bundle, a malformed result.json): nothing crashes, nothing is lost.")
+
+
+@incident
+def misc_fatal_signatures(b_root):
+    """Rare fatal signatures in one terminal attempt chain (each must be detected by the scanner)."""
+    b = Bundle(b_root, job_id="/alice/rl-misc", entrypoint=STANDARD_EP, state="failed", synced=at(30))
+    b.lines("finelog.log", [
+        "task=/alice/rl-misc/0 | [iris setup] step 1/2",
+        loguru(at(1), "NCCL WARN Bootstrap : no socket interface found", level="ERROR", where="nccl"),
+        "[2026-08-01 12:01:10,000 E 395 395] raylet_client.cc:60: Failed to establish connection to the raylet at 10.0.5.12:6379",
+        loguru(at(2), "FileNotFoundError: bucket does not exist: marin-na", level="ERROR", where="skyrl_train.storage:open:40"),
+        "  Warning: pod iris-alice-rl-misc-0 SchedulingGated: topology 'infiniband' allows to fit only 2 out of 4 pod(s)",
+        "task=/alice/rl-misc/0 | [iris setup] step 1/2",
+        loguru(at(20), "Worker rank 3 received signal 11", level="ERROR", where="cloud.iris.training_driver:watch:210"),
+        "slurmstepd: error: *** STEP 557341.0 ON c4-n12 CANCELLED AT 2026-08-01T12:20:25 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"])
+    return dict(now=iso(at(60)), verdict="NO-KILL", mode="standard", terminal=True, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=2, same_failure=False),
+                signatures=["nccl_no_socket_interface", "raylet_connection_failed", "object_store_bucket_missing",
+                            "scheduling_topology_unfit", "worker_rank_signal", "slurm_node_failure"],
+                first_error_contains="Worker rank 3 received signal 11", evidence=[],
+                description="A failed job whose two attempts died differently (socket interface / bucket, then a signal): terminal, not the same failure.")
+
+
+# ----------------------------------------------------------------------------------------------- more coverage
+@incident
+def engines_idle_live_image_pull(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(150))
+    lines = frozen_training(8, engines_after=False)
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    b.capture(at(200), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []},
+              polls=polls({"inference": 0.0}), job=job_json(),
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
+                                                                      pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0", waiting="ImagePullBackOff")]})
+    return dict(now=iso(at(202)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="FAIL", resources="FAIL"), restarts=dict(burned=0, same_failure=False),
+                fired=["resources.engines_idle_live", "resources.image_pull_transient", "liveness.trainer_frozen"],
+                evidence=[dict(gate="resources", contains='"role": "inference", "util_pct": 0.0')],
+                description="Engines loaded (weights resident) but idle across 3 live polls while the trainer is frozen; "
+                            "one pod in a transient ImagePullBackOff is noted, not blamed.")
+
+
+@incident
+def metrics_missing_after_recovered_restart(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(155))
+    lines = ["task=/alice/rl-qwen8b-gsm8k/0 | [iris setup] step 1/2",
+             loguru(at(1), "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error", level="ERROR",
+                    where="skyrl_train.workers.fsdp.fsdp_worker:init:120"),
+             "(skyrl_entrypoint pid=4120) Traceback (most recent call last):",
+             "(skyrl_entrypoint pid=4120) RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error",
+             "task=/alice/rl-qwen8b-gsm8k/0 | [iris setup] step 1/2"]
+    lines += [ln for ln in training_log(12, start_min=30) if "WANDB_MIRROR" not in ln]
+    b.lines("finelog.log", lines)
+    b.capture(at(156), state={"source": "iris", "state": "running", "failure_count": 1, "preemption_count": 0, "max_retries": 2,
+                              "attempts": [{"attempt": 0, "state": "failed", "started_at": iso(at(0)), "finished_at": iso(at(2)),
+                                            "exit_code": 1, "error": None},
+                                           {"attempt": 1, "state": "running", "started_at": iso(at(29)), "finished_at": None,
+                                            "exit_code": None, "error": None}]},
+              job_id="/alice/rl-qwen8b-gsm8k")
+    return dict(now=iso(at(160)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="ERROR", dynamics="ERROR"),
+                restarts=dict(burned=1, same_failure=False),
+                fired=["dynamics.metrics_missing", "rollouts.std_metrics_missing", "restarts.recovered"],
+                evidence=[], finding_contains=dict(dynamics="no metric record"),
+                description="One attempt burned on an NCCL init error, the retry trains (phase timers advance) but the logger emits no "
+                            "metric records at all: the dynamics probe failed, ERROR.")
+
+
+@incident
+def unreadable_results_bad_polls(b_root):
+    b = agentic_running(b_root)
+    for i in range(12):
+        name = f"task-{i:03d}__R{i:06d}"
+        b.write(f"trace_jobs/{name}/config.json", "{}")
+        b.write(f"trace_jobs/{name}/result.json", "" if i % 2 else '{"verifier_result": {"rewards": ')
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []},
+              files={"gpu_polls.jsonl": "index, utilization.gpu [%]\n0, [N/A]\n\x00\x01 not json\n"})
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="ERROR"), restarts=dict(burned=0, same_failure=False),
+                fired=["rollouts.unreadable_results", "resources.evidence_unreadable"],
+                evidence=[dict(gate="resources", contains="malformed lines")],
+                description="Every result.json truncated or empty and the capture's gpu_polls.jsonl is raw CSV garbage: ERROR with reasons.")
+
+
+# ----------------------------------------------------------------------------------------------- driver
+def build(names=None) -> list[str]:
+    built = []
+    for name, fn in INCIDENTS.items():
+        if names and name not in names:
+            continue
+        inc_id = f"2026-08-01_{'jsc-jupiter' if 'jupiter' in name or 'slurm' in name else 'cw-us-east-02a'}_{name.replace('_', '-')}"
+        d = HERE / inc_id
+        if (d / "bundle").exists():
+            shutil.rmtree(d / "bundle")
+        expected = fn(d / "bundle")
+        expected = {"id": inc_id, **expected}
+        (d / "expected.yaml").write_text(yaml.safe_dump(expected, sort_keys=False, width=120, allow_unicode=True))
+        built.append(inc_id)
+    return built
+
+
+EXAMPLES = {"colocated-wedge": "2026-08-01_cw-us-east-02a_colocated-wedge-nccl-watchdog",
+            "healthy-agentic": "2026-08-01_cw-us-east-02a_baseline-healthy-agentic"}
+
+
+def copy_examples() -> None:
+    """The package ships a few incidents as examples (rlhealth examples --path NAME)."""
+    dest_root = HERE.parent.parent / "rlhealth" / "examples"
+    for name, inc_id in EXAMPLES.items():
+        dest = dest_root / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(HERE / inc_id / "bundle", dest, symlinks=True)
+
+
+if __name__ == "__main__":
+    print("\n".join(build(sys.argv[1:] or None)))
+    copy_examples()

@@ -1,0 +1,85 @@
+"""Replays every captured incident: verdict, each gate status, mode, terminal, restarts, the rules
+that must fire, the quoted evidence, the first causal error, the JSON schema, and the golden
+Markdown report (byte for byte)."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from rlhealth.cli import parse_now
+from rlhealth.diagnose import diagnose
+from rlhealth.render import render
+from rlhealth.report import load_schema
+
+from corpus import incident_dirs, load_expected
+
+INCIDENTS = incident_dirs()
+SCHEMA = load_schema()
+
+
+def _run(d, monkeypatch, fmt="json"):
+    expected = load_expected(d)
+    monkeypatch.chdir(d)
+    from pathlib import Path
+    report = diagnose(Path("bundle"), now=parse_now(expected["now"]), mode_override=expected.get("mode_arg"))
+    return expected, report
+
+
+def test_corpus_is_big_enough():
+    ids = [load_expected(d)["id"] for d in INCIDENTS]
+    assert len(ids) >= 28 and len(set(ids)) == len(ids)
+    assert [d.name for d in INCIDENTS] == sorted(ids)
+    baselines = [d for d in INCIDENTS if "baseline" in d.name]
+    assert len(baselines) >= 3
+
+
+@pytest.mark.parametrize("d", INCIDENTS, ids=[d.name for d in INCIDENTS])
+def test_incident(d, monkeypatch, update_golden):
+    expected, report = _run(d, monkeypatch)
+    doc = report.to_json_dict()
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["verdict"] == expected["verdict"], doc["reasoning"]
+    assert doc["mode"] == expected["mode"]
+    assert doc["terminal"] == expected["terminal"]
+    for gate, status in expected["gates"].items():
+        assert doc["gates"][gate]["status"] == status, (gate, doc["gates"][gate]["finding"])
+    for key, value in expected["restarts"].items():
+        assert doc["restarts"][key] == value, (key, doc["restarts"])
+    fired = {f["rule"] for f in doc["fired_rules"]}
+    for rule in expected.get("fired", []):
+        assert rule in fired, (rule, sorted(fired))
+    for item in expected.get("evidence", []):
+        texts = [e["text"] for e in doc["gates"][item["gate"]]["evidence"]]
+        assert any(item["contains"] in t for t in texts), (item, texts)
+    for gate, needle in (expected.get("finding_contains") or {}).items():
+        assert needle in doc["gates"][gate]["finding"], (gate, doc["gates"][gate]["finding"])
+    if expected.get("first_error_contains"):
+        assert expected["first_error_contains"] in (doc["first_error"] or {}).get("text", "")
+    for gate in doc["gates"].values():
+        for ev in gate["evidence"]:
+            assert len(ev["text"]) <= 500
+    golden = d / "report.golden.md"
+    markdown = render(report, "markdown")
+    if update_golden or not golden.exists():
+        golden.write_text(markdown)
+    assert markdown == golden.read_text()
+
+
+@pytest.mark.parametrize("d", [d for d in INCIDENTS if "baseline" in d.name], ids=lambda d: d.name)
+def test_baselines_fire_no_fail_or_error(d, monkeypatch):
+    """Healthy baselines: NO-KILL and no FAIL/ERROR finding on any gate or restarts."""
+    _, report = _run(d, monkeypatch)
+    assert report.verdict == "NO-KILL"
+    for name, gate in report.gates.items():
+        assert all(f["status"] == "PASS" for f in gate.findings), (name, gate.findings)
+    assert not report.restarts.same_failure
+
+
+def test_json_output_is_deterministic(monkeypatch):
+    d = INCIDENTS[0]
+    _, first = _run(d, monkeypatch)
+    _, second = _run(d, monkeypatch)
+    assert first.to_json() == second.to_json()
+    assert json.loads(first.to_json())["schema"] == "rlhealth.report/v1"
