@@ -74,6 +74,8 @@ def to_ere(regex: str, caseless: bool = False) -> str:
         if c == "[":
             j = regex.index("]", i + 2 if regex.startswith("[^]", i) or regex.startswith("[]", i) else i + 1)
             cls = regex[i:j + 1].replace("\\d", "0-9")
+            for esc in ('\\"', "\\'", "\\.", "\\/"):
+                cls = cls.replace(esc, esc[1:])      # inside [...] ERE has no escapes
             out.append(cls)
             i = j + 1
             continue

@@ -34,6 +34,7 @@ HOURS_PER_GIB = 24.0
 STEP_S = 180.0                        # one training step every 3 minutes
 CHUNK_LINES = 4096
 TEMPLATES = 8
+STATS_SHARE = 0.01                    # vLLM stats lines: every 10 s per engine among ~100 lines/s of access/harbor logs
 PODS = ["rl-qwen3-8b-tb-bench-0-head", "rl-qwen3-8b-tb-bench-1-worker", "rl-qwen3-8b-tb-bench-2-worker",
         "rl-qwen3-8b-tb-bench-3-worker"]
 ENGINES_PER_POD = 2
@@ -162,7 +163,7 @@ class Kind:
 
 def _mix_trainer(rng, prefix, engine):           # finelog.log and the head pod log
     r = rng.random()
-    if r < 0.020:
+    if r < STATS_SHARE:
         return _stats_line(rng, rng.choice(["v1", "v1", "v1-2026", "v1-early", "v0"]), _engine_prefix(rng.randrange(4), engine), engine)
     if r < 0.50:
         return _access_line(rng, _engine_prefix(rng.randrange(4), rng.randrange(ENGINES_PER_POD)))
@@ -177,7 +178,7 @@ def _mix_trainer(rng, prefix, engine):           # finelog.log and the head pod 
 
 def _mix_pod(rng, prefix, engine):               # worker pod logs: engines of that pod
     r = rng.random()
-    if r < 0.020:
+    if r < STATS_SHARE:
         return _stats_line(rng, "v1", prefix, engine)
     if r < 0.65:
         return _access_line(rng, prefix)
@@ -188,7 +189,7 @@ def _mix_pod(rng, prefix, engine):               # worker pod logs: engines of t
 
 def _mix_worker(rng, prefix, engine):            # ray_vllm_logs/<pod>/worker-*.err (no actor prefix)
     r = rng.random()
-    if r < 0.02:
+    if r < STATS_SHARE:
         return _stats_line(rng, "v1-2026", None, engine)
     if r < 0.60:
         return _access_line(rng, None)
@@ -538,7 +539,7 @@ def generate(workdir: Path, tag: str, log_bytes: int, trials: int, seed: int = 1
     """Generate (or reuse, when the same parameters were generated before) one bundle."""
     root = bundle_dir(workdir, tag)
     stamp = workdir / tag / "generated.json"
-    params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 4}
+    params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 5}
     if stamp.exists():
         try:
             info = json.loads(stamp.read_text())

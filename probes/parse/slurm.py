@@ -48,7 +48,12 @@ def base_state(raw: str | None) -> str:
     """``"CANCELLED by 1001"`` / ``"CANCELLED+"`` / ``"running"`` -> ``"CANCELLED"`` / ``"RUNNING"``."""
     if not raw:
         return ""
-    word = raw.strip().split(" ", 1)[0].rstrip("+").upper()
+    first = raw.strip().split(" ", 1)[0].upper()
+    word = first.rstrip("+")
+    if first.endswith("+") and word not in _STATE_MAP:  # fixed-width truncation, e.g. OUT_OF_ME+
+        matches = [s for s in _STATE_MAP if s.startswith(word)]
+        if len(matches) == 1:
+            return matches[0]
     return word
 
 
