@@ -131,7 +131,9 @@ def test_poll_spacing_follows_poll_interval(serve, run_probe, no_iris_cli):
     arrivals = [t for (pod, argv), t in zip(sc.script.calls, sc.script.call_times)
                 if pod == pod_name(0, 1) and argv[1].startswith("--query-gpu=index,utilization")]
     assert len(arrivals) == 3
-    assert arrivals[1] - arrivals[0] >= 1.5 and arrivals[2] - arrivals[1] >= 1.5
+    # rounds start on a 1.5 s grid; arrival adds a TLS connect whose duration varies a little
+    assert arrivals[1] - arrivals[0] >= 1.25 and arrivals[2] - arrivals[1] >= 1.25
+    assert arrivals[2] - arrivals[0] >= 2.75
     stamps = sorted({r.t for r in polls(cap)})
     assert len(stamps) >= 3  # each poll carries its own time
 
