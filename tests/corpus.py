@@ -16,3 +16,9 @@ def load_expected(d: Path) -> dict:
     return yaml.safe_load((d / "expected.yaml").read_text())
 
 
+
+
+def rlhealth_argv(*args: str) -> list[str]:
+    """The installed console script (not `python -m`, which would import the source tree from cwd)."""
+    import sys
+    return [str(Path(sys.executable).parent / "rlhealth"), *args]

@@ -11,13 +11,13 @@ import jsonschema
 from rlhealth import cli
 from rlhealth.report import load_schema
 
-from corpus import incident_dirs, load_expected
+from corpus import incident_dirs, load_expected, rlhealth_argv
 
 SCHEMA = load_schema()
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "rlhealth", *args], capture_output=True, text=True, check=False)
+    return subprocess.run(rlhealth_argv(*args), capture_output=True, text=True, check=False, cwd="/")
 
 
 def incident(fragment):

@@ -14,7 +14,7 @@ from rlhealth.diagnose import diagnose
 from rlhealth.engine import EngineError, compile_condition, run_rules
 from rlhealth.facts import make_fact
 
-from corpus import incident_dirs, load_expected
+from corpus import incident_dirs, load_expected, rlhealth_argv
 
 THR = {"x": 5.0}
 
@@ -84,6 +84,6 @@ def test_in_process_runs_match_separate_processes(tmp_path):
     assert in_process[0] == in_process[2] and in_process[1] == in_process[3]
     for d, inproc in zip(picks, in_process):
         e = load_expected(d)
-        out = subprocess.run([sys.executable, "-m", "rlhealth", "diagnose", str(d / "bundle"), "--now", e["now"], "--format", "json"],
-                             capture_output=True, text=True, check=False)
+        out = subprocess.run(rlhealth_argv("diagnose", str(d / "bundle"), "--now", e["now"], "--format", "json"),
+                             capture_output=True, text=True, check=False, cwd="/")
         assert json.loads(out.stdout) == json.loads(inproc)
