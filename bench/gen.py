@@ -452,80 +452,123 @@ _WORDS = ("I'll start by reading the test file to understand what the function s
           "tests and fix the failing case in the parser. Let me check the file first and look at the error output.").split()
 
 
+def _trial_templates(trials_dir: str) -> dict:
+    """indent=4 JSON texts (Harbor's ``model_dump_json(indent=4)``) with @@FIELD@@ slots, rendered once."""
+    def q(k):
+        return f"@@{k}@@"
+    config = {"trial_name": q("name"), "task": {"path": q("taskpath"), "git_url": None},
+              "agent": {"name": "terminus-2", "model_name": "hosted_vllm/policy",
+                        "kwargs": {"api_base": "http://10.1.0.11:8000/v1", "max_turns": 40, "temperature": 1.0}},
+              "environment": {"type": "daytona", "cpus": 2, "memory_mb": 4096, "storage_mb": 10240, "force_build": False},
+              "verifier": {"timeout_sec": 600.0}, "timeout_multiplier": 1.0, "trials_dir": trials_dir, "job_id": q("jobid")}
+    out = {"config": json.dumps(config, indent=4)}
+    for variant in ("ok", "exc", "exc_noreward"):
+        result = {"id": q("id"), "task_name": q("taskpath"), "trial_name": q("name"), "trial_uri": q("uri"),
+                  "task_id": {"path": q("taskpath")}, "source": "terminal-bench", "task_checksum": q("checksum"),
+                  "config": config,
+                  "agent_info": {"name": "terminus-2", "version": "2.0.0", "model_info": {"name": "policy", "provider": "hosted_vllm"}},
+                  "agent_result": {"n_input_tokens": q("n_in"), "n_cache_tokens": q("n_cache"), "n_output_tokens": q("n_out"),
+                                   "cost_usd": None, "rollout_details": q("rollout"),
+                                   "metadata": {"n_episodes": q("episodes"), "summarization_count": 0,
+                                                "api_request_times_msec": q("api")}},
+                  "verifier_result": None if variant == "exc_noreward" else {"rewards": {"reward": q("reward")}},
+                  "exception_info": None if variant == "ok" else {"exception_type": q("exc_type"), "exception_message": q("exc_msg"),
+                                                                   "exception_traceback": q("exc_tb"), "occurred_at": q("t_exc")},
+                  "started_at": q("t0"), "finished_at": q("t_end"),
+                  "environment_setup": {"started_at": q("t0"), "finished_at": q("t21")},
+                  "agent_setup": {"started_at": q("t21"), "finished_at": q("t30")},
+                  "agent_execution": {"started_at": q("t30"), "finished_at": q("t_exec")},
+                  "verifier": {"started_at": q("t_exec"), "finished_at": q("t_ver")}}
+        out[variant] = json.dumps(result, indent=4)
+    return out
+
+
+_SLOT = re.compile(r'"@@([a-z_0-9]+)@@"|@@([a-z_0-9]+)@@')
+
+
+def _fill(template: str, values: dict) -> str:
+    """Quoted slots take JSON values (already serialized); bare slots inside strings take raw text."""
+    return _SLOT.sub(lambda m: values[m.group(1)] if m.group(1) else values[m.group(2)], template)
+
+
 def generate_trials(root: Path, n: int, t_start: float, t_end: float, seed: int = 1) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
     rng = random.Random(seed * 1000003 + n)
     trace = root / "trace_jobs"
     trace.mkdir(parents=True, exist_ok=True)
     alphabet = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-    api_times = ", ".join(str(800 + (i * 37) % 900) for i in range(60))
-    total = 0
+    tpl = _trial_templates(f"s3://marin-us-east-02a/tmp/ttl=14d/{JOB}/trace_jobs")
+    big_rollout = json.dumps([{"logprobs": [round(-0.001 * k, 4) for k in range(60000)]} for _ in range(4)])
     span = max(60.0, t_end - t_start - 1200)
-    for i in range(n):
-        task = TASKS[i % len(TASKS)]
-        name = f"{task}__{''.join(rng.choice(alphabet) for _ in range(7))}{i:06d}"
-        d = trace / name
-        d.mkdir()
-        s = t_start + 900 + span * i / n
-        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) + f".{i % 1000:03d}Z"
+    total = 0
 
-        def at(off: float) -> str:
-            return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s + off)) + ".000Z"
+    def write(job):
+        d, files = job
+        os.mkdir(d)
+        if "agent/trajectory.json" in files:
+            os.mkdir(os.path.join(d, "agent"))
+        for rel, text in files.items():
+            with open(os.path.join(d, rel), "w", encoding="utf-8") as fh:
+                fh.write(text)
 
-        config = {"trial_name": name, "task": {"path": f"terminal-bench/{task}", "git_url": None},
-                  "agent": {"name": "terminus-2", "model_name": "hosted_vllm/policy",
-                            "kwargs": {"api_base": "http://10.1.0.11:8000/v1", "max_turns": 40, "temperature": 1.0}},
-                  "environment": {"type": "daytona", "cpus": 2, "memory_mb": 4096, "storage_mb": 10240, "force_build": False},
-                  "verifier": {"timeout_sec": 600.0}, "timeout_multiplier": 1.0, "trials_dir": f"s3://marin-us-east-02a/tmp/ttl=14d/{JOB}/trace_jobs",
-                  "job_id": f"{rng.getrandbits(128):032x}"}
-        total += (d / "config.json").write_text(json.dumps(config, indent=4))
-        if i >= n - max(1, n // 50):      # the newest 2 %: still running (config only)
-            continue
-        exc = None
-        r = rng.random()
-        if r < 0.04:
-            exc = ("AgentTimeoutError", "Agent execution timed out after 900.0 seconds")
-        elif r < 0.05:
-            exc = ("VerifierTimeoutError", "Verifier execution timed out after 600.0 seconds")
-        reward = None if exc and exc[0] == "VerifierTimeoutError" else (1.0 if rng.random() < 0.42 else 0.0)
-        episodes = rng.randint(3, 40)
-        a_exec = rng.uniform(120, 880)
-        result = {"id": f"{rng.getrandbits(128):032x}", "task_name": f"terminal-bench/{task}", "trial_name": name,
-                  "trial_uri": f"file:///app/jobs/{JOB}/{name}", "task_id": {"path": f"terminal-bench/{task}"},
-                  "source": "terminal-bench", "task_checksum": f"{rng.getrandbits(256):064x}",
-                  "config": config,
-                  "agent_info": {"name": "terminus-2", "version": "2.0.0", "model_info": {"name": "policy", "provider": "hosted_vllm"}},
-                  "agent_result": {"n_input_tokens": rng.randint(20000, 400000), "n_cache_tokens": rng.randint(0, 300000),
-                                   "n_output_tokens": rng.randint(500, 20000), "cost_usd": None,
-                                   "metadata": {"n_episodes": episodes, "summarization_count": 0,
-                                                "api_request_times_msec": f"[{api_times}]"}},
-                  "verifier_result": None if reward is None else {"rewards": {"reward": reward}},
-                  "exception_info": None if exc is None else {"exception_type": exc[0], "exception_message": exc[1],
-                                                               "exception_traceback": "Traceback (most recent call last):\n  ...\n" + exc[0],
-                                                               "occurred_at": at(a_exec)},
-                  "started_at": started, "finished_at": at(a_exec + 70),
-                  "environment_setup": {"started_at": at(0), "finished_at": at(21)},
-                  "agent_setup": {"started_at": at(21), "finished_at": at(30)},
-                  "agent_execution": {"started_at": at(30), "finished_at": at(30 + a_exec)},
-                  "verifier": {"started_at": at(30 + a_exec), "finished_at": at(a_exec + 69)}}
-        result["agent_result"]["metadata"]["api_request_times_msec"] = [800 + (j * 37) % 900 for j in range(episodes)]
-        if i % 4000 == 1234:     # a few huge result.json (full rollout_details / logprobs)
-            result["agent_result"]["rollout_details"] = [{"logprobs": [round(-0.001 * k, 4) for k in range(60000)]}
-                                                         for _ in range(8)]
-        total += (d / "result.json").write_text(json.dumps(result, indent=4))
-        if exc is not None:
-            total += (d / "exception.txt").write_text(f"Traceback (most recent call last):\n  File \"/app/harbor/trial/trial.py\", "
-                                                      f"line 233, in run\n    await self._execute()\n{exc[0]}: {exc[1]}\n")
-        if i % 10 == 0:
-            msgs = [" ".join(_WORDS[(k + j) % len(_WORDS)] for j in range(24)) for k in range(min(episodes, 12))]
-            steps = [{"step_id": 0, "source": "system", "message": "You are an agent."},
-                     {"step_id": 1, "source": "user", "message": f"Solve the task {task}."}]
-            for k, m in enumerate(msgs):
-                steps.append({"step_id": 2 + 2 * k, "source": "agent", "message": m,
-                              "tool_calls": [{"function_name": "bash", "arguments": {"command": "pytest -q"}}]})
-                steps.append({"step_id": 3 + 2 * k, "source": "user", "observation": {"results": [{"content": "1 failed"}]}})
-            (d / "agent").mkdir()
-            total += (d / "agent" / "trajectory.json").write_text(json.dumps(
-                {"schema_version": "ATIF-v1.7", "agent": {"name": "terminus-2", "model_name": "policy"}, "steps": steps}))
+    def jobs():
+        nonlocal total
+        for i in range(n):
+            task = TASKS[i % len(TASKS)]
+            name = f"{task}__{''.join(rng.choice(alphabet) for _ in range(7))}{i:06d}"
+            s = t_start + 900 + span * i / n
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s))
+
+            def at(off: float) -> str:
+                return json.dumps(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s + off)) + ".000Z")
+
+            v = {"name": json.dumps(name), "taskpath": json.dumps(f"terminal-bench/{task}"), "jobid": json.dumps(f"{rng.getrandbits(128):032x}")}
+            files = {"config.json": _fill(tpl["config"], v)}
+            if i >= n - max(1, n // 50):      # the newest 2 %: still running (config only)
+                total += len(files["config.json"])
+                yield str(trace / name), files
+                continue
+            exc = None
+            r = rng.random()
+            if r < 0.04:
+                exc = ("AgentTimeoutError", "Agent execution timed out after 900.0 seconds")
+            elif r < 0.05:
+                exc = ("VerifierTimeoutError", "Verifier execution timed out after 600.0 seconds")
+            reward = None if exc and exc[0] == "VerifierTimeoutError" else (1.0 if rng.random() < 0.42 else 0.0)
+            episodes = rng.randint(3, 40)
+            a_exec = rng.uniform(120, 880)
+            v.update(id=json.dumps(f"{rng.getrandbits(128):032x}"), uri=json.dumps(f"file:///app/jobs/{JOB}/{name}"),
+                     checksum=json.dumps(f"{rng.getrandbits(256):064x}"), n_in=str(rng.randint(20000, 400000)),
+                     n_cache=str(rng.randint(0, 300000)), n_out=str(rng.randint(500, 20000)),
+                     rollout=big_rollout if i % 4000 == 1234 else "null",     # a few huge result.json (logprobs)
+                     episodes=str(episodes), api=json.dumps([800 + (j * 37) % 900 for j in range(episodes)]),
+                     reward=json.dumps(reward), t0=json.dumps(f"{stamp}.{i % 1000:03d}Z"), t_end=at(a_exec + 70),
+                     t21=at(21), t30=at(30), t_exec=at(30 + a_exec), t_ver=at(a_exec + 69), t_exc=at(a_exec))
+            if exc:
+                v.update(exc_type=json.dumps(exc[0]), exc_msg=json.dumps(exc[1]),
+                         exc_tb=json.dumps(f"Traceback (most recent call last):\n  ...\n{exc[0]}: {exc[1]}"))
+            variant = "ok" if exc is None else ("exc_noreward" if reward is None else "exc")
+            files["result.json"] = _fill(tpl[variant], v)
+            if exc is not None:
+                files["exception.txt"] = (f"Traceback (most recent call last):\n  File \"/app/harbor/trial/trial.py\", "
+                                          f"line 233, in run\n    await self._execute()\n{exc[0]}: {exc[1]}\n")
+            if i % 10 == 0:
+                msgs = [" ".join(_WORDS[(k + j) % len(_WORDS)] for j in range(24)) for k in range(min(episodes, 12))]
+                steps = [{"step_id": 0, "source": "system", "message": "You are an agent."},
+                         {"step_id": 1, "source": "user", "message": f"Solve the task {task}."}]
+                for k, m in enumerate(msgs):
+                    steps.append({"step_id": 2 + 2 * k, "source": "agent", "message": m,
+                                  "tool_calls": [{"function_name": "bash", "arguments": {"command": "pytest -q"}}]})
+                    steps.append({"step_id": 3 + 2 * k, "source": "user", "observation": {"results": [{"content": "1 failed"}]}})
+                files["agent/trajectory.json"] = json.dumps(
+                    {"schema_version": "ATIF-v1.7", "agent": {"name": "terminus-2", "model_name": "policy"}, "steps": steps})
+            total += sum(len(t) for t in files.values())
+            yield str(trace / name), files
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in pool.map(write, jobs(), chunksize=256):
+            pass
     (trace / "sync_selection.json").write_text(json.dumps({"mode": "fleet all", "selected": n}))
     (trace / "skipped_objects.json").write_text("[]")
     return total
@@ -539,7 +582,7 @@ def generate(workdir: Path, tag: str, log_bytes: int, trials: int, seed: int = 1
     """Generate (or reuse, when the same parameters were generated before) one bundle."""
     root = bundle_dir(workdir, tag)
     stamp = workdir / tag / "generated.json"
-    params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 5}
+    params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 6}
     if stamp.exists():
         try:
             info = json.loads(stamp.read_text())

@@ -448,8 +448,17 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trace_root.is_dir() and not trace_root.is_symlink():
         read.trace_dir_exists = True
         aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
-        read.trials = summarize_trials(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]))
+        read.trials = summarize_trials(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
+                                       since=_current_attempt_start(read))
     return read
+
+
+def _current_attempt_start(read: BundleRead) -> float | None:
+    """Start of the current attempt when the controller state says so and earlier attempts exist."""
+    attempts = read.state.get("attempts") if isinstance(read.state, dict) else None
+    if not isinstance(attempts, list) or len(attempts) < 2 or not isinstance(attempts[-1], dict):
+        return None
+    return parse_iso(attempts[-1].get("started_at"))
 
 
 def _read_capture(read: BundleRead, cap: Path) -> None:

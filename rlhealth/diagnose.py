@@ -157,7 +157,8 @@ def _report(read, obs: Observation, now: datetime, gates, gate_findings, restart
     if verdict == "KILL":
         src = next((f for f in pool if f.handoff), None) or (restart_top if restart_top and restart_top.handoff else None)
         if src is not None and src.handoff:
-            handoff = {"evidence": [e.model_dump() for e in src.evidence[:3]], **src.handoff}
+            quoted = [e for e in src.evidence if e.source not in ("manifest.json",) and not e.source.endswith("capture.json")]
+            handoff = {"evidence": [e.model_dump() for e in (quoted or list(src.evidence))[:3]], **src.handoff}
     reasoning = _reasoning(verdict, gates, gate_findings, restart_report, obs, top)
     terminal = bool(job.get("terminal"))
     return Report(job=JobRef(id=job_id, cluster=str(job.get("cluster")), backend=str(job.get("backend"))),

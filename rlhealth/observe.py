@@ -493,11 +493,12 @@ def _rollouts(read: BundleRead, obs: Observation, thr: dict, catalog: Catalog, j
         elif s.coherent_example:
             evidence.append(Evidence(source=f"trace_jobs/{s.coherent_example[0]}", text=quote(s.coherent_example[1])))
         rewards_line = f"{nonzero}/{len(s.rewards)} trials with reward > 0; mean reward {statistics.fmean(s.rewards):.3f}" if s.rewards else "no rewards read"
-        evidence.append(Evidence(source="trace_jobs/", text=quote(f"{s.started} trial dirs, {s.completed} with result.json; {rewards_line}")))
+        prior = f" ({s.prior_generation} from earlier attempts excluded)" if s.prior_generation else ""
+        evidence.append(Evidence(source="trace_jobs/", text=quote(f"{s.started} trial dirs, {s.completed} with result.json; {rewards_line}{prior}")))
         for problem in s.problems[:1]:
             evidence.append(Evidence(source=problem.split(":")[0], text=quote(problem)))
         remedy = infra.get(top_exc) or {}
-        obs.add("trials", "trials", evidence, present=True, started=s.started, completed=s.completed, unreadable=s.unreadable,
+        obs.add("trials", "trials", evidence, present=True, started=s.started, prior_generation=s.prior_generation, completed=s.completed, unreadable=s.unreadable,
                 finished=finished, rewards=len(s.rewards), nonzero_rewards=nonzero,
                 all_zero=bool(s.rewards) and nonzero == 0,
                 mean_reward=round(statistics.fmean(s.rewards), 4) if s.rewards else None,

@@ -64,6 +64,7 @@ class TrialSummary:
     incoherent: int = 0
     incoherent_example: tuple[str, str] | None = None
     coherent_example: tuple[str, str] | None = None
+    prior_generation: int = 0
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -262,12 +263,17 @@ def trial_dirs(trace_root: Path) -> list[Path]:
 
 
 def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int,
-                     workers: int = 4) -> TrialSummary:
+                     workers: int = 4, since: float | None = None) -> TrialSummary:
+    """Summarize trials; those started before ``since`` (an earlier attempt's generation) are
+    only counted in ``prior_generation``, never mixed into the current attempt's statistics."""
     summary = TrialSummary()
     dirs = trial_dirs(trace_root)
     completed_names: list[Path] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for read in pool.map(lambda d: read_trial(d, aliases), dirs, chunksize=64):
+            if since is not None and read.started_at is not None and read.started_at < since:
+                summary.prior_generation += 1
+                continue
             summary.started += 1
             if read.started_at is not None:
                 if summary.first_started_at is None or read.started_at < summary.first_started_at:

@@ -639,6 +639,8 @@ def restart_transient_recovered(b_root):
     lines += training_log(12, start_min=30)
     b.lines("finelog.log", lines)
     healthy_trials(b, start_min=35)
+    for i in range(30):   # the dead generation's trials (attempt 0): unscored, must not be mixed in
+        b.trial(f"task-{i:03d}__D{i:06d}", 0.0, at(0.5 + i * 0.02), exception="DaytonaValidationError")
     b.capture(at(156), state={"source": "iris", "state": "running", "failure_count": 1, "preemption_count": 0, "max_retries": 1,
                               "attempts": [{"attempt": 0, "state": "failed", "started_at": iso(at(0)), "finished_at": iso(at(2)),
                                             "exit_code": 1, "error": None},
@@ -647,8 +649,9 @@ def restart_transient_recovered(b_root):
     return dict(now=iso(at(160)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=1, same_failure=False), signatures=["hf_weights_missing"],
-                fired=["restarts.recovered_transient"],
-                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                fired=["restarts.recovered_transient", "rollouts.learning"],
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200"),
+                          dict(gate="rollouts", contains="(30 from earlier attempts excluded)")],
                 description="One attempt burned on an HF weight-resolution flake; the retry is healthy: transient, recovered.")
 
 

@@ -32,10 +32,12 @@ def probes_by_name(capture: Path) -> dict[str, dict]:
 
 def run_cli(sshd, job: str, bundle_root: Path, *extra: str, timeout: float = 180) -> tuple[int, dict, str]:
     """``rlhealth probe --backend slurm ... --format json`` as a subprocess -> (exit, report, stderr)."""
-    argv = [sys.executable, "-m", "rlhealth", "probe", "--backend", "slurm", "--host", sshd.alias,
+    # the installed console script, run outside the repository: from the repo root the source tree's
+    # rlhealth/ (which has no probes/ subpackage) would shadow the installed package
+    argv = [str(Path(sys.executable).parent / "rlhealth"), "probe", "--backend", "slurm", "--host", sshd.alias,
             "--job", job, "--bundle-root", str(bundle_root), "--ssh-config", str(sshd.ssh_config),
             "--known-hosts", str(sshd.known_hosts), "--format", "json", *extra]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=bundle_root)
     (Path(bundle_root) / "report.json").write_text(out.stdout)  # kept for inspecting failures
     (Path(bundle_root) / "stderr.txt").write_text(out.stderr)
     try:
