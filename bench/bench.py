@@ -11,7 +11,8 @@ signature catalog the diagnosis scans for (``<workdir>/patterns.ere``), and time
 processes, alternating, after one untimed warm-up of each (so both read from the page cache):
 
   (a) ``rlhealth diagnose <bundle> --now <t> --format json``
-  (b) ``grep -cEf <patterns> <every log file the diagnosis reads>`` then
+  (b) ``grep -cEf <patterns> <every log file the diagnosis reads> | cat > /dev/null`` (not straight
+      to /dev/null: GNU grep then stops at the first match, like -q), then
       ``find <bundle>/trace_jobs -name result.json -print0 | xargs -0 cat > /dev/null``
 
 It prints medians, the ratio a/b, the peak RSS of the diagnosis (``ru_maxrss`` of that very
@@ -141,7 +142,8 @@ def rlhealth_argv() -> list[str]:
 def measure(root: Path, patterns: Path, runs: int, grep_env: dict) -> dict:
     files = [str(p) for p in log_files(root)]
     diag = rlhealth_argv() + ["diagnose", str(root), "--now", gen.NOW, "--format", "json"]
-    script = ('p=$1; t=$2; shift 2; grep -cEf "$p" -- "$@" > /dev/null; '
+    # grep's output goes through a pipe: GNU grep stops at the first match when stdout is /dev/null
+    script = ('p=$1; t=$2; shift 2; grep -cEf "$p" -- "$@" | cat > /dev/null; '
               'find "$t" -name result.json -print0 | xargs -0 cat > /dev/null')
     base = ["sh", "-c", script, "sh", str(patterns), str(root / "trace_jobs"), *files]
     # warm-up (untimed): fills the page cache for both, checks the diagnosis works

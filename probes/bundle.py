@@ -23,9 +23,10 @@ from rlhealth.probes.capture import CAPTURES_DIR
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
-from rlhealth.probes.parse.trials import TrialSummary, summarize_trials
+from rlhealth.probes import scan as scan_mod
+from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
 from rlhealth.probes.scan import LineHit, Pattern, Scanner, strip_actor_prefix
-from rlhealth.probes.textio import JsonReadError, read_json, safe_walk
+from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 
 LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
 NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
@@ -178,6 +179,37 @@ def list_captures(root: Path) -> list[Path]:
         return []
 
 
+FAST_ROUTING = True
+"""Route ``x_stats``-only lines through ``_Router._stats_fast`` (False: the plain per-line path;
+the equivalence tests compare both)."""
+_STATS_ONLY = ("x_stats",)
+
+
+class _PendingStats(tuple):
+    """(text, source, line, engine, era) of a stats line whose sample is built at the end."""
+    __slots__ = ()
+
+    def __new__(cls, text: str, source: str, line: int, engine: str, era: str):
+        return tuple.__new__(cls, (text, source, line, engine, era))
+
+
+def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
+    """Build the samples of the stats lines kept by the fast path (same values as parse_stats)."""
+    for engine, queue in read.stats.items():
+        if not any(isinstance(item, _PendingStats) for item in queue):
+            continue
+        done = deque(maxlen=queue.maxlen)
+        for item in queue:
+            if isinstance(item, _PendingStats):
+                text, source, line, key, era = item
+                sample = vp.parse_stats(text, source, line, line_timestamp(text, reference_epoch))
+                if sample is None or sample.engine != key or sample.era != era:
+                    raise AssertionError(f"stats fast path disagrees with parse_stats on {source}:{line}")
+                item = sample
+            done.append(item)
+        read.stats[engine] = done
+
+
 class _Router:
     """Routes matched lines of one file to signature aggregation and parsers."""
 
@@ -193,6 +225,9 @@ class _Router:
         self.boundaries = 0
 
     def __call__(self, hit: LineHit) -> None:
+        if hit.keys == _STATS_ONLY and FAST_ROUTING:
+            self._stats_fast(hit)
+            return
         read = self.read
         keys = set(hit.keys)
         text = hit.text
@@ -261,6 +296,68 @@ class _Router:
             read.generator_init = occ
         if "x_source_rev" in keys and read.source_rev is None:
             read.source_rev = occ
+
+    def scan(self, scanner: Scanner, path: Path) -> int:
+        """``scanner.scan_file(path, source, self)``, without building a ``LineHit`` for the
+        lines whose only key is ``x_stats``. Returns the number of lines read."""
+        if not FAST_ROUTING:
+            return scanner.scan_file(path, self.source, self)
+        max_line = scan_mod.MAX_LINE_BYTES
+        source = self.source
+        stats_text = self._stats_text
+        lineno = 0
+        for block, end, count, hits in scanner.iter_blocks(path):
+            for start, line_end, index, keys in hits:
+                raw = block[start:line_end]
+                if len(raw) > max_line:
+                    raw = raw[:max_line]
+                if keys == _STATS_ONLY:
+                    stats_text(clean_line(raw), lineno + index + 1)
+                else:
+                    self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=clean_line(raw),
+                                 block=block, end=line_end, block_end=end))
+            lineno += count
+        return lineno
+
+    def _stats_fast(self, hit: LineHit) -> None:
+        self._stats_text(hit.text, hit.lineno)
+
+    def _stats_text(self, text: str, lineno: int) -> None:
+        """A line whose only key is ``x_stats`` (the bulk of all matching lines).
+
+        Same outcome as ``vp.parse_stats`` + the deque append in ``__call__``, but the sample
+        (a pydantic model) and the line timestamp are only built for the lines that survive in
+        the per-engine deque (``_finish_stats``); here only the engine key and era are derived.
+        """
+        # The leftmost match starts at the first "Avg prompt throughput: " or at the "Engine "
+        # just before it: searching from there finds the same match, faster.
+        pos = text.find("Avg prompt throughput: ")
+        if pos < 0:
+            return
+        engine_pos = text.rfind("Engine ", 0, pos)
+        m = vp.STATS_RE.search(text, engine_pos if engine_pos >= 0 else pos)
+        if not m:
+            return
+        prefix = vp.PREFIX_RE.search(text)
+        engine_idx = m.group("engine")
+        if prefix:
+            who = f"{prefix.group('actor')}:{prefix.group('ip') or '-'}:{prefix.group('pid')}"
+        else:
+            who = self.source
+        engine = f"{who}#{engine_idx}" if engine_idx is not None else who
+        if m.group("swapped") is not None:
+            era = "v0"
+        elif engine_idx is not None:
+            era = "v1-2026" if "MM cache hit rate" in text or "External prefix" in text else "v1"
+        else:
+            era = "v1-early"
+        read = self.read
+        read.stats_count += 1
+        read.stats_eras.add(era)
+        queue = read.stats.get(engine)
+        if queue is None:
+            queue = read.stats[engine] = deque(maxlen=400)
+        queue.append(_PendingStats(text, self.source, lineno, engine, era))
 
     def _exception_line(self, hit: LineHit) -> tuple[int, str] | None:
         """The exception line closing a traceback that starts at ``hit`` (same block)."""
@@ -364,6 +461,17 @@ def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
     return files
 
 
+def _total_size(root: Path) -> int:
+    """Bytes of the log files (a scheduling hint only)."""
+    total = 0
+    for path, _ in _log_files(root, None):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
 def _slurm_leg(rel: str) -> str | None:
     name = rel.rsplit("/", 1)[-1]
     m = _SLURM_LEG_RE.search(name)
@@ -418,6 +526,13 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         _read_capture(read, chosen)
     if read.manifest is None and read.capture is None and "manifest.json" not in [p.source for p in read.problems]:
         read.problems.append(ProblemNote(source="manifest.json", reason="no manifest.json and no rlhealth capture"))
+    # --- trials, started now: they need nothing from the logs
+    trials_job = None
+    trace_root = root / "trace_jobs"
+    if trace_root.is_dir() and not trace_root.is_symlink():
+        aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
+        trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
+                                       since=_current_attempt_start(read), log_bytes=_total_size(root))
     # --- logs
     reference = read.newest_evidence or now_epoch
     scanner = scanner_for(catalog)
@@ -439,18 +554,37 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         attempt = legs.index(leg) + 1 if leg in legs else None
         router = _Router(read, catalog, reference, rel, attempt, skip)
         try:
-            read.lines_read += scanner.scan_file(path, rel, router)
+            read.lines_read += router.scan(scanner, path)
             read.log_files.append(rel)
         except OSError as exc:
             read.problems.append(ProblemNote(source=rel, reason=f"unreadable log: {exc.strerror or exc}"))
-    # --- trials
-    trace_root = root / "trace_jobs"
-    if trace_root.is_dir() and not trace_root.is_symlink():
+    _finish_stats(read, reference)
+    # --- trials (read in a forked process while the logs are scanned; see BackgroundSummary)
+    if trials_job is not None:
         read.trace_dir_exists = True
-        aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
-        read.trials = summarize_trials(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
-                                       since=_current_attempt_start(read))
+        read.trials = trials_job.result()
     return read
+
+
+def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
+    """Failed probes recorded in capture.json become evidence problems (rules/capture_probes.yaml)."""
+    if not isinstance(probes, list):
+        return
+    from rlhealth.catalog import load_capture_probe_policy
+    policy = load_capture_probe_policy()
+    last: dict[tuple[str, str], dict] = {}
+    for record in probes:
+        if isinstance(record, dict) and isinstance(record.get("name"), str):
+            key = (record["name"], str(record.get("api") or record.get("argv")))
+            last[key] = record
+    for (name, _), record in sorted(last.items()):
+        error = record.get("error")
+        if not error or name in policy["informational"]:
+            continue
+        rule = next((r for r in policy["required"] if name.startswith(r["prefix"])), None)
+        what = rule["what"] if rule else name
+        read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {str(error)[:200]}",
+                                         gate=rule["gate"] if rule else "none"))
 
 
 def _current_attempt_start(read: BundleRead) -> float | None:
@@ -477,6 +611,8 @@ def _read_capture(read: BundleRead, cap: Path) -> None:
                                                 r"\1-\2-\3T\4:\5:\6Z", cap.name))
         except re.error:
             pass
+    if isinstance(read.capture, dict):
+        _probe_failures(read, rel, read.capture.get("probes"))
     for name, attr in (("state.json", "state"), ("job.json", "job_info"), ("pods.json", "pods")):
         p = cap / name
         if p.exists():

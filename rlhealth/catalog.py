@@ -182,3 +182,10 @@ def load_catalog() -> Catalog:
         raise CatalogError("invalid knowledge base:\n" + "\n".join(errors))
     return Catalog(signatures=signatures, rules=rules, verdict_rules=verdict_rules, thresholds=thresholds,
                    hbm_bandwidth=hbm, decode_table=decode, trial_exceptions=trial_exceptions, files=files)
+
+
+@lru_cache(maxsize=1)
+def load_capture_probe_policy() -> dict[str, Any]:
+    """rules/capture_probes.yaml: which failed live probes make which gate ERROR."""
+    data = yaml.safe_load(_read("capture_probes.yaml"))
+    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or [])}

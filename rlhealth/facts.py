@@ -87,7 +87,8 @@ class ProblemNote(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     source: str
     reason: str
-    gate: GateName | Literal["all"] = "all"
+    gate: GateName | Literal["all", "none"] = "all"
+    """The gate this problem makes ERROR; "none" = listed only."""
 
 
 def fact_kinds() -> dict[str, str]:

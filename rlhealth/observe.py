@@ -75,7 +75,7 @@ def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
     _engines(read, obs, thr, evidence_time, job)
     _gpus(read, obs, thr, job)
     _stacks(read, obs, job)
-    _pods(read, obs)
+    _pods(read, obs, trainer)
     _rollouts(read, obs, thr, catalog, job, trainer)
     _dynamics(read, obs, thr, trainer)
     _restarts(read, obs, thr, job)
@@ -148,6 +148,10 @@ def _job(read: BundleRead, obs: Observation, *, now: float, max_age_s: float, mo
         mode_source = config_source
     elif read.generator_init is not None:
         mode, mode_source = "agentic", f"launch log {read.generator_init.source}:{read.generator_init.line}"
+    elif read.metric_records and min(r.step for r in read.metric_records) <= 1 and read.source_rev is not None:
+        mode = "standard"
+        mode_source = (f"launch log {read.source_rev.source}: the trainer started ({read.source_rev.text[-40:].strip()}) "
+                       "and stepped without initializing an agent-harness generator")
     # model / hardware / placement
     info = read.job_info or {}
     model = info.get("model") or {}
@@ -438,11 +442,12 @@ def _stacks(read: BundleRead, obs: Observation, job: dict) -> None:
             live=job["live_evidence"])
 
 
-def _pods(read: BundleRead, obs: Observation) -> None:
+def _pods(read: BundleRead, obs: Observation, trainer: dict) -> None:
     if not isinstance(read.pods, dict) or not isinstance(read.pods.get("items"), list):
         return
     cap_rel = read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else ""
     oom, pull, crash, restarts, phases = [], [], [], 0, []
+    oom_times: list[float] = []
     for pod in read.pods["items"]:
         if not isinstance(pod, dict):
             continue
@@ -458,6 +463,9 @@ def _pods(read: BundleRead, obs: Observation) -> None:
                 term = st.get("terminated") or {}
                 wait = st.get("waiting") or {}
                 if term.get("reason") == "OOMKilled":
+                    finished = parse_iso(term.get("finishedAt"))
+                    if finished is not None:
+                        oom_times.append(finished)
                     oom.append(f'pod {name} container {cs.get("name")} {which}.terminated.reason=OOMKilled exitCode={term.get("exitCode")}')
                 if wait.get("reason") in ("ImagePullBackOff", "ErrImagePull"):
                     pull.append(f'pod {name} container {cs.get("name")} state.waiting.reason={wait.get("reason")}')
@@ -466,8 +474,12 @@ def _pods(read: BundleRead, obs: Observation) -> None:
         if status.get("reason") == "Evicted":
             oom.append(f"pod {name} status.reason=Evicted {status.get('message', '')}")
     texts = oom[:1] + pull[:1] + crash[:1]
+    last: Occurrence | None = trainer.get("_last")
+    recovered = bool(oom and oom_times and len(oom_times) == len(oom) and last is not None and last.ts is not None
+                     and last.ts > max(oom_times) and not crash)
     obs.add("pods", "pods", [Evidence(source=f"{cap_rel}/pods.json", text=quote(t)) for t in texts],
-            count=len(read.pods["items"]), oomkilled=len(oom), image_pull_backoff=len(pull), crashloop=len(crash),
+            count=len(read.pods["items"]), oomkilled=len(oom), oom_recovered=recovered,
+            last_oom=iso(max(oom_times)) if oom_times else None, image_pull_backoff=len(pull), crashloop=len(crash),
             restarts=restarts, running=phases.count("Running"), pending=phases.count("Pending"))
 
 
@@ -661,7 +673,9 @@ def _restarts(read: BundleRead, obs: Observation, thr: dict, job: dict) -> None:
             if not isinstance(a, dict):
                 continue
             idx = int(a.get("attempt", i))
-            log_err = first_by_attempt.get(idx + 1) or first_by_attempt.get(idx)
+            log_err = first_by_attempt.get(idx + 1)   # log attempts are 1-based (boundaries / chain legs)
+            if log_err is None and len(cap_attempts) == 1:
+                log_err = first_by_attempt.get(0) or first_by_attempt.get(-1)
             attempts.append(dict(attempt=idx, state=str(a.get("state")), first_error=a.get("error") or (log_err[0].text if log_err else None),
                                  signature=log_err[1] if log_err else None, transient=log_err[2] if log_err else False,
                                  occ=log_err[0] if log_err else None, timeout="TIME LIMIT" in str(a.get("error") or "")

@@ -10,11 +10,14 @@ Trials are summarized as they are read; nothing per trial is kept beyond small n
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
+import sys
 import unicodedata
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,45 +265,79 @@ def trial_dirs(trace_root: Path) -> list[Path]:
         return []
 
 
+PROCESS_MIN_TRIALS = 1000
+"""Below this many trial directories they are read in this process."""
+PROCESS_CHUNK = 256
+
+
+def _read_chunk(job: tuple[list[Path], dict[str, str]]) -> list[TrialRead]:
+    dirs, aliases = job
+    return [read_trial(d, aliases) for d in dirs]
+
+
+def _read_trials(dirs: list[Path], aliases: dict[str, str], workers: int):
+    """``read_trial`` of every directory, in order.
+
+    Many small files are read by up to ``workers`` forked processes (one per CPU): measured on
+    2 cores with 20,000 trials, threads were 2.5x slower than one thread (the per-file work is
+    short syscalls plus JSON parsing under the GIL) and two processes 1.5-2x faster. Without
+    fork (macOS/Windows) or with one CPU, or if a worker dies, the rest is read here.
+    """
+    procs = min(workers, os.cpu_count() or 1)
+    chunks = [dirs[i:i + PROCESS_CHUNK] for i in range(0, len(dirs), PROCESS_CHUNK)]
+    done = 0
+    if procs > 1 and len(dirs) >= PROCESS_MIN_TRIALS and sys.platform.startswith("linux"):
+        try:
+            with ProcessPoolExecutor(max_workers=procs, mp_context=multiprocessing.get_context("fork")) as pool:
+                for reads in pool.map(_read_chunk, [(c, aliases) for c in chunks]):
+                    yield from reads
+                    done += 1
+        except (BrokenProcessPool, OSError):
+            pass
+    for chunk in chunks[done:]:
+        for d in chunk:
+            yield read_trial(d, aliases)
+
+
 def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int,
                      workers: int = 4, since: float | None = None) -> TrialSummary:
     """Summarize trials; those started before ``since`` (an earlier attempt's generation) are
     only counted in ``prior_generation``, never mixed into the current attempt's statistics."""
     summary = TrialSummary()
     dirs = trial_dirs(trace_root)
-    completed_names: list[Path] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for read in pool.map(lambda d: read_trial(d, aliases), dirs, chunksize=64):
-            if since is not None and read.started_at is not None and read.started_at < since:
-                summary.prior_generation += 1
-                continue
-            summary.started += 1
-            if read.started_at is not None:
-                if summary.first_started_at is None or read.started_at < summary.first_started_at:
-                    summary.first_started_at = read.started_at
-                if summary.last_started_at is None or read.started_at > summary.last_started_at:
-                    summary.last_started_at = read.started_at
-            if not read.completed:
-                continue
-            summary.completed += 1
-            if read.problem and read.reward is None and read.exception is None:
-                summary.unreadable += 1
-                if len(summary.problems) < 5:
-                    summary.problems.append(f"trace_jobs/{read.name}/result.json: {read.problem}")
-                continue
-            if read.reward is not None:
-                summary.rewards.append(read.reward)
-            if read.exception:
-                summary.exceptions[read.exception] += 1
-                summary.exception_example.setdefault(read.exception, read.exception_source or f"{read.name}/result.json")
-            if read.turns is not None:
-                summary.turns.append(read.turns)
-            for phase, value in read.phases.items():
-                summary.phases[phase].append(value)
-            completed_names.append(trace_root / read.name)
+    completed_names: list[str] = []
+    for read in _read_trials(dirs, aliases, workers):
+        if since is not None and read.started_at is not None and read.started_at < since:
+            summary.prior_generation += 1
+            continue
+        summary.started += 1
+        if read.started_at is not None:
+            if summary.first_started_at is None or read.started_at < summary.first_started_at:
+                summary.first_started_at = read.started_at
+            if summary.last_started_at is None or read.started_at > summary.last_started_at:
+                summary.last_started_at = read.started_at
+        if not read.completed:
+            continue
+        summary.completed += 1
+        if read.problem and read.reward is None and read.exception is None:
+            summary.unreadable += 1
+            if len(summary.problems) < 5:
+                summary.problems.append(f"trace_jobs/{read.name}/result.json: {read.problem}")
+            continue
+        if read.reward is not None:
+            summary.rewards.append(read.reward)
+        if read.exception:
+            summary.exceptions[read.exception] += 1
+            summary.exception_example.setdefault(read.exception, read.exception_source or f"{read.name}/result.json")
+        if read.turns is not None:
+            summary.turns.append(read.turns)
+        for phase, value in read.phases.items():
+            summary.phases[phase].append(value)
+        completed_names.append(read.name)
     if completed_names and sample_size > 0:
         step = max(1, len(completed_names) // sample_size)
-        for trial in completed_names[::step][:sample_size]:
+        for name in completed_names[::step][:sample_size]:
+            trial = trace_root / name
             text, source = agent_output(trial)
             if text is None:
                 continue
@@ -314,3 +351,65 @@ def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int
             elif summary.coherent_example is None:
                 summary.coherent_example = (source, snippet)
     return summary
+
+
+# Rough costs on one core, only used to decide how to share the CPUs (never affects results).
+_TRIAL_COST_S = 80e-6          # reading + parsing one trial directory
+_LOG_COST_S_PER_BYTE = 2.2e-9  # scanning + routing one byte of log
+
+
+def _summarize_child(send, trace_root: Path, aliases: dict[str, str], sample_size: int, workers: int,
+                     since: float | None, log_bytes: int) -> None:
+    try:
+        n = len(trial_dirs(trace_root))
+        if n * _TRIAL_COST_S < 1.5 * log_bytes * _LOG_COST_S_PER_BYTE:
+            workers = 1        # the parent is busy scanning logs on the other core
+        send.send(summarize_trials(trace_root, aliases, sample_size, workers=workers, since=since))
+    except BaseException:  # noqa: BLE001 - the parent recomputes in-process
+        pass
+    finally:
+        send.close()
+
+
+class BackgroundSummary:
+    """``summarize_trials`` in a forked process while the caller scans the logs.
+
+    ``result()`` returns exactly what ``summarize_trials(trace_root, aliases, sample_size,
+    since=since)`` returns; without fork, with one CPU, or if the child fails, it computes it
+    in-process then.
+    """
+
+    def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
+                 since: float | None = None, workers: int = 4, log_bytes: int = 0):
+        self._args = (trace_root, aliases, sample_size)
+        self._since = since
+        self._workers = workers
+        self._proc = None
+        self._recv = None
+        if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2:
+            return
+        try:
+            ctx = multiprocessing.get_context("fork")
+            self._recv, send = ctx.Pipe(duplex=False)
+            self._proc = ctx.Process(target=_summarize_child, name="rlhealth-trials",
+                                     args=(send, trace_root, aliases, sample_size, workers, since, log_bytes))
+            self._proc.start()
+            send.close()
+        except (OSError, ValueError):
+            self._proc = None
+
+    def result(self) -> TrialSummary:
+        if self._proc is not None:
+            summary = None
+            try:
+                summary = self._recv.recv()
+            except (EOFError, OSError, ValueError, TypeError, AttributeError, ImportError):
+                summary = None
+            finally:
+                self._recv.close()
+                self._proc.join()
+                self._proc = None
+            if isinstance(summary, TrialSummary):
+                return summary
+        trace_root, aliases, sample_size = self._args
+        return summarize_trials(trace_root, aliases, sample_size, workers=self._workers, since=self._since)

@@ -179,7 +179,7 @@ def baseline_healthy_jupiter(b_root):
     leg2 = [loguru(at(125), "Resumed training from global_step 6")] + training_log(10, start_min=130, fmt="wandb",
                                                                                   stats_era="v1-early", engines=1)[2:]
     b.lines("finelog.log", leg2)
-    return dict(now=iso(at(245)), verdict="NO-KILL", mode="standard", mode_arg="standard", terminal=False,
+    return dict(now=iso(at(245)), verdict="NO-KILL", mode="standard", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False),
                 signatures=["slurm_time_limit"],
@@ -381,12 +381,12 @@ def cuda_oom_training(b_root):
                 description="torch >=2.4 CUDA OOM text during policy_train; the loop failed and nothing advanced after it.")
 
 
-def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running"):
+def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_at=58):
     cs = {"name": "task", "ready": phase == "Running", "restartCount": restarts, "image": "ghcr.io/marin/rl:latest",
           "state": {"running": {"startedAt": iso(at(60))}} if waiting is None else {"waiting": {"reason": waiting, "message": "Back-off"}},
           "lastState": {}}
     if oom_last:
-        cs["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": iso(at(0)), "finishedAt": iso(at(58))}}
+        cs["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": iso(at(0)), "finishedAt": iso(at(oom_at))}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "iris",
                                                             "labels": {"iris.job_id": "alice.rl-qwen8b-tb"}},
             "status": {"phase": phase, "containerStatuses": [cs]}}
@@ -411,7 +411,8 @@ def host_oom_pod_oomkilled(b_root):
                               "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0)), "finished_at": None,
                                             "exit_code": None, "error": None}]},
               pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
-                                                                      pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0", restarts=1, oom_last=True)]})
+                                                                      pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0", restarts=1, oom_last=True,
+                                                                          oom_at=99)]})
     return dict(now=iso(at(106)), verdict="KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False), signatures=["host_oom_ray", "host_oomkilled_text"],
@@ -429,7 +430,7 @@ def slurm_host_oom_cgroup(b_root):
     lines += ["/var/spool/slurmd/job48301/slurm_script: line 15: 259449 Killed  python -m skyrl_train.entrypoints.main_base",
               "slurmstepd: error: Detected 1 oom_kill event in StepId=48301.batch. Some of the step tasks have been OOM Killed."]
     b.lines("finelog.log", lines)
-    return dict(now=iso(at(105)), verdict="KILL", mode="standard", mode_arg="standard", terminal=False,
+    return dict(now=iso(at(105)), verdict="KILL", mode="standard", terminal=False,
                 gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False), signatures=["host_oom_cgroup"],
                 evidence=[dict(gate="resources", contains="Detected 1 oom_kill event")],
@@ -715,9 +716,10 @@ def jupiter_chain_same_failure(b_root):
     for leg, start in (("48401", 0), ("48402", 20)):
         b.lines(f"slurm_logs/grpo-qwen3-8b_{leg}.out", [loguru(at(start), "Ray nodes alive: 4/4")] + crash)
     b.lines("slurm_logs/grpo-qwen3-8b_48402.err", ["slurmstepd: error: *** JOB 48402 ON jpbo-012-01 CANCELLED AT 2026-08-01T12:21:40 DUE TO TASK FAILURE ***"])
-    return dict(now=iso(at(105)), verdict="KILL", mode="standard", mode_arg="standard", terminal=False,
-                gates=dict(liveness="PASS"), restarts=dict(burned=2, same_failure=True),
-                signatures=["python_traceback", "slurm_cancelled"], fired=["restarts.same_failure", "verdict.kill_same_failure"],
+    return dict(now=iso(at(105)), verdict="KILL", mode="unknown", terminal=False,
+                gates=dict(liveness="PASS", rollouts="ERROR"), restarts=dict(burned=2, same_failure=True),
+                signatures=["python_traceback", "slurm_cancelled"],
+                fired=["restarts.same_failure", "verdict.kill_same_failure", "rollouts.mode_unknown"],
                 evidence=[], first_error_contains="AssertionError: dataset size 0",
                 description="Jupiter afterany chain: legs 48401 and 48402 failed with the same AssertionError; leg 48403 is pending to repeat it.")
 
@@ -760,11 +762,12 @@ def malformed_manifest(b_root):
     b = Bundle(b_root, manifest=False)
     b.write("manifest.json", '{"bundle_format": 1, "cluster": "cw-us-east-02a", "job_id": "/alice/rl-x", "job": {"state": "runn')
     b.lines("finelog.log", training_log(3))
-    return dict(now=iso(at(40)), verdict="ERROR", mode="unknown", terminal=False, gates=dict(liveness="ERROR", rollouts="ERROR"),
+    return dict(now=iso(at(40)), verdict="ERROR", mode="standard", terminal=False, gates=dict(liveness="ERROR"),
                 restarts=dict(burned=0, same_failure=False), fired=["liveness.evidence_unreadable", "liveness.state_unknown",
-                                                                     "rollouts.mode_unknown", "liveness.stale_evidence"],
+                                                                     "liveness.stale_evidence"],
                 evidence=[dict(gate="liveness", contains="malformed JSON")],
-                description="Truncated manifest.json and no capture: controller state, freshness and mode are unknown; the logs are still read.")
+                description="Truncated manifest.json and no capture: controller state and freshness are unknown; the logs are still "
+                            "read (mode from the launch log: the trainer stepped without an agent-harness generator).")
 
 
 @incident
@@ -977,6 +980,49 @@ def misc_fatal_signatures(b_root):
 
 
 # ----------------------------------------------------------------------------------------------- more coverage
+@incident
+def oom_restart_recovered(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
+    b.lines("finelog.log", training_log(12))
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
+                                                                      pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0", restarts=1,
+                                                                          oom_last=True, oom_at=40)]},
+              files={"capture.json": json.dumps({"format": 1, "captured_at": iso(at(126)), "backend": "iris",
+                                                 "cluster": "cw-us-east-02a", "job_id": "/alice/rl-qwen8b-tb", "probes": [
+                  {"name": "pods:list-by-label", "api": "GET /api/v1/namespaces/iris/pods?labelSelector=iris.job_id%3Dalice.rl-qwen8b-tb",
+                   "started_at": iso(at(126)), "finished_at": iso(at(126)), "exit_code": None, "output": "pods.json", "error": None},
+                  {"name": "exec:nvidia-smi-query-gpu", "api": "GET /api/v1/namespaces/iris/pods/iris-alice-rl-qwen8b-tb-1-9f8e7d-0/exec",
+                   "started_at": iso(at(126)), "finished_at": iso(at(126)), "exit_code": None, "output": None,
+                   "error": "timed out after 10s waiting for the command to finish"}]}, indent=2, sort_keys=True)})
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.oom_recovered"],
+                evidence=[], finding_contains=dict(resources="recovered"),
+                description="One container OOMKilled at 12:40 and restarted; the trainer kept stepping afterwards: recovered. "
+                            "A timed-out GPU poll is listed as an evidence problem, not a gate error.")
+
+
+@incident
+def live_probe_api_faults(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
+    b.lines("finelog.log", training_log(12))
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0")]},
+              files={"capture.json": json.dumps({"format": 1, "captured_at": iso(at(126)), "backend": "iris",
+                                                 "cluster": "cw-us-east-02a", "job_id": "/alice/rl-qwen8b-tb", "probes": [
+                  {"name": "pod:log", "api": "GET /api/v1/namespaces/iris/pods/iris-alice-rl-qwen8b-tb-0-1a2b3c-0/log?container=task",
+                   "started_at": iso(at(126)), "finished_at": iso(at(126)), "exit_code": None, "output": None,
+                   "error": "HTTP 500 Internal Server Error: Internal error occurred"}]}, indent=2, sort_keys=True)})
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False, gates=dict(liveness="ERROR"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.evidence_unreadable"],
+                evidence=[dict(gate="liveness", contains="HTTP 500")],
+                description="The live capture could not read the pod's task log (API 500): evidence that should exist is missing.")
+
 @incident
 def engines_idle_live_image_pull(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(150))

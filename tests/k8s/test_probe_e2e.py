@@ -24,7 +24,8 @@ def probe_cli(serve, tmp_path, scenario, *extra, path_env=None):
     argv = [sys.executable, "-m", "rlhealth", "probe", "--backend", "iris", "--cluster", scenarios.CLUSTER,
             "--job", scenarios.JOB_ID, "--kubeconfig", str(kubeconfig), "--bundle-root", str(tmp_path / "b"),
             "--poll-interval", "0.3s", "--now", scenarios.NOW_ISO, "--format", "json", "--mode", "standard", *extra]
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL,
+                          cwd=tmp_path)  # not the repo root: `-m` would shadow the installed package
     assert "Traceback" not in proc.stderr, proc.stderr
     report = json.loads(proc.stdout)
     from rlhealth.report import load_schema
@@ -81,15 +82,18 @@ def test_unreachable_api_is_error_within_deadline(tmp_path):
                            "--job", scenarios.JOB_ID, "--kubeconfig", str(kubeconfig), "--bundle-root", str(tmp_path / "b"),
                            "--deadline", "20s", "--command-timeout", "3s", "--now", scenarios.NOW_ISO,
                            "--format", "json", "--mode", "standard"],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert time.monotonic() - t0 < 20 + 15  # deadline plus interpreter start-up and diagnosis
     assert "Traceback" not in proc.stderr
     report = json.loads(proc.stdout)
     assert (report["verdict"], proc.returncode) == ("ERROR", 20)
 
 
-@pytest.mark.xfail(strict=True, reason="diagnosis core does not yet read capture.json probe errors: API 500s on "
-                                        "events/logs and a hung exec still give NO-KILL (reported to the lead)")
 def test_api_faults_surface_as_error(serve, tmp_path):
+    """A pod log the API refused (HTTP 500) is evidence that should exist: ERROR naming the failed probe."""
     code, report = probe_cli(serve, tmp_path, scenarios.api_faults(), "--command-timeout", "2s")
-    assert report["verdict"] == "ERROR"
+    assert (report["verdict"], code) == ("ERROR", 20)
+    assert report["gates"]["liveness"]["status"] == "ERROR"
+    assert "probe 'pod:log' failed" in report["gates"]["liveness"]["finding"]
+    assert "HTTP 500" in report["gates"]["liveness"]["finding"]
+    assert any("exec:nvidia-smi-query-gpu" in p["reason"] for p in report["problems"])

@@ -300,7 +300,7 @@ def cancel_jobs(ids: list[str]) -> None:
 
 @dataclass
 class Scenarios:
-    same_failure: list[str]        # legs: crash, crash, running (will crash), pending successor
+    same_failure: list[str]        # legs: crash, crash, running in bring-up (no step yet), pending
     timeout_chain: list[str]       # legs: TIMEOUT after 1 minute, healthy resumed successor
     running: str                   # one healthy running leg
     pending: str                   # one leg waiting for its begin time
@@ -324,11 +324,11 @@ def scenarios(new_experiment):
     # 1. restarts that repeat the same failure: two crashed legs, a third running, a fourth queued
     e = exp("samefail")
     crash = e.script("crash.sh", trainer_script("crash", e.dir))
-    healthy = e.script("run.sh", trainer_script("healthy", e.dir))
+    bringup = e.script("bringup.sh", trainer_script("bringup", e.dir))
     a = e.submit(crash)
     b = e.submit(crash, after=a)
-    c = e.submit(healthy, after=b)
-    d = e.submit(healthy, after=c)
+    c = e.submit(bringup, after=b)
+    d = e.submit(bringup, after=c)
     same = [a, b, c, d]
     # 2. a wall-clock TIMEOUT (1 minute limit) then a healthy resumed successor
     e = exp("timeout")

@@ -69,10 +69,10 @@ def test_same_failure_chain_capture(sshd, scenarios, tmp_path):
     assert pyspy and pyspy[0]["argv"][-4:-1] == ["py-spy", "dump", "--pid"] and pyspy[0]["error"]
     assert any(r["name"] == "py-spy vm" and "not installed" in r["error"] for r in manifest["probes"])
     ps_out = (cap / "raw" / f"ps_vm_{c}.txt").read_text()
-    assert "fake_trainer.py healthy" in ps_out
+    assert "fake_trainer.py bringup" in ps_out
     # the pid given to py-spy is the fake trainer of THIS leg, found under its slurmstepd
     pid = pyspy[0]["argv"][-1]
-    assert re.search(rf"^\s*{pid}\s+\d+\s+\d+\s+python3 -u \S+/fake_trainer.py healthy", ps_out, re.M)
+    assert re.search(rf"^\s*{pid}\s+\d+\s+\d+\s+python3 -u \S+/fake_trainer.py bringup", ps_out, re.M)
 
 
 def test_timeout_leg_with_healthy_successor_is_not_a_burn(sshd, scenarios, tmp_path):

@@ -54,4 +54,10 @@ def test_wrong_host_key_is_error(sshd, scenarios, tmp_path):
     code, report, err = run_cli(sshd, scenarios.running, tmp_path, "--known-hosts", str(known))
     check_report(code, report, err, scenarios.running)
     assert report["verdict"] == "ERROR"
-    assert "host key" in report["reasoning"] or "host key" in str(report["gates"]), report
+
+
+def test_error_report_names_the_ssh_failure(sshd, scenarios, tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK1sCk3hw3x3rqW7HkLk2ZC6d+6m4wq9R1f8n0HnKJ2f\n")
+    code, report, err = run_cli(sshd, scenarios.running, tmp_path, "--known-hosts", str(known))
+    assert "host key" in report["reasoning"] or "host key" in str(report["gates"])
