@@ -72,19 +72,20 @@ class SignatureAgg:
         self.last = occ
         key = occ.attempt if occ.attempt is not None else -1
         prior = self.first_by_attempt.get(key)
-        if prior is None or _earlier(occ, prior):
+        if prior is None or earlier(occ, prior):
             self.first_by_attempt[key] = occ
 
     @property
     def first(self) -> Occurrence | None:
         best = None
         for occ in self.kept + ([self.last] if self.last else []):
-            if best is None or _earlier(occ, best):
+            if best is None or earlier(occ, best):
                 best = occ
         return best
 
 
-def _earlier(a: Occurrence, b: Occurrence) -> bool:
+def earlier(a: Occurrence, b: Occurrence) -> bool:
+    """True when ``a`` happened before ``b``: by timestamp, else by line within one file."""
     if a.ts is not None and b.ts is not None and a.ts != b.ts:
         return a.ts < b.ts
     if a.source == b.source:

@@ -14,7 +14,7 @@ from typing import Any
 
 from rlhealth.catalog import Catalog
 from rlhealth.facts import AnyFact, Evidence, Occurrence, make_fact
-from rlhealth.probes.bundle import BundleRead, SignatureAgg
+from rlhealth.probes.bundle import BundleRead, SignatureAgg, earlier
 from rlhealth.probes.capture import TERMINAL_STATES
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse.timestamps import iso, parse_iso
@@ -660,7 +660,7 @@ def _restarts(read: BundleRead, obs: Observation, thr: dict, job: dict) -> None:
                 continue
             target = fallback if sev == "secondary" else first_by_attempt
             prior = target.get(attempt)
-            if prior is None or _earlier_occ(occ, prior[0]):
+            if prior is None or earlier(occ, prior[0]):
                 target[attempt] = (occ, sig_id, agg.signature.transient)
     for k, v in fallback.items():
         first_by_attempt.setdefault(k, v)
@@ -735,11 +735,3 @@ def _restarts(read: BundleRead, obs: Observation, thr: dict, job: dict) -> None:
             last_attempt_first_error=attempts[-1]["first_error"] is not None if attempts else False,
             last_attempt_transient=attempts[-1]["transient"] if attempts else False,
             terminal=job["terminal"], first_signature=burned[0]["signature"] if burned else None)
-
-
-def _earlier_occ(a: Occurrence, b: Occurrence) -> bool:
-    if a.ts is not None and b.ts is not None and a.ts != b.ts:
-        return a.ts < b.ts
-    if a.source == b.source:
-        return a.line < b.line
-    return False   # no common clock across files: keep the first seen
