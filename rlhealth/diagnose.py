@@ -164,7 +164,7 @@ def _report(read, obs: Observation, now: datetime, gates, gate_findings, restart
     return Report(job=JobRef(id=job_id, cluster=str(job.get("cluster")), backend=str(job.get("backend"))),
                   evidence_dir=str(read.root), captured_at=iso(read.newest_evidence), evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                   verdict=verdict, confidence=_confidence(verdict, gates, gate_findings, restart_report, obs),
-                  mode=str(job.get("mode")), terminal=terminal, restarts=restart_report, gates=gates,
+                  mode=str(job.get("mode")), mode_source=str(job.get("mode_source") or ""), terminal=terminal, restarts=restart_report, gates=gates,
                   duty_cycle=obs.duty_cycle if job.get("mode") == "agentic" else None,
                   reasoning=reasoning, next_action=next_action, flip_signal=flip, handoff=handoff,
                   fired_rules=sorted(fired, key=lambda f: (f["rule"], f["facts"])),

@@ -94,7 +94,25 @@ def _config_text(read: BundleRead) -> tuple[str, str]:
     if isinstance(job, dict) and job.get("entrypoint"):
         texts.append(str(job["entrypoint"]))
         sources.append("manifest.json job.entrypoint")
+    pod_args = _pod_launch_args(read)
+    if pod_args and not texts:
+        texts.append(pod_args)
+        sources.append("pods.json container command/args")
     return "\n".join(texts), " + ".join(sources)
+
+
+def _pod_launch_args(read: BundleRead) -> str:
+    """The task containers' command, args and env values as the API returned them (launch configuration)."""
+    items = read.pods.get("items") if isinstance(read.pods, dict) else None
+    parts: list[str] = []
+    for pod in items if isinstance(items, list) else []:
+        spec = pod.get("spec") if isinstance(pod, dict) else None
+        for container in (spec or {}).get("containers") or []:
+            if not isinstance(container, dict):
+                continue
+            parts += [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+            parts += [str(e.get("value")) for e in container.get("env") or [] if isinstance(e, dict) and e.get("value")]
+    return " ".join(parts)
 
 
 def _state(read: BundleRead) -> tuple[str | None, str, Evidence | None]:

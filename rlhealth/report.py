@@ -61,6 +61,8 @@ class Report(BaseModel):
     verdict: Literal["KILL", "NO-KILL", "ERROR"]
     confidence: Literal["high", "medium", "low"]
     mode: str
+    mode_source: str = ""
+    """Where the mode was read: the launch configuration's location, --mode, or the launch log."""
     terminal: bool
     restarts: RestartsReport
     gates: dict[str, GateReport]

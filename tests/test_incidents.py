@@ -55,6 +55,8 @@ def test_incident(d, monkeypatch, update_golden):
         assert any(item["contains"] in t for t in texts), (item, texts)
     for gate, needle in (expected.get("finding_contains") or {}).items():
         assert needle in doc["gates"][gate]["finding"], (gate, doc["gates"][gate]["finding"])
+    if expected.get("mode_source_contains"):
+        assert expected["mode_source_contains"] in doc["mode_source"], doc["mode_source"]
     if expected.get("first_error_contains"):
         assert expected["first_error_contains"] in (doc["first_error"] or {}).get("text", "")
     for gate in doc["gates"].values():

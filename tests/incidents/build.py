@@ -381,7 +381,7 @@ def cuda_oom_training(b_root):
                 description="torch >=2.4 CUDA OOM text during policy_train; the loop failed and nothing advanced after it.")
 
 
-def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_at=58):
+def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_at=58, args=None):
     cs = {"name": "task", "ready": phase == "Running", "restartCount": restarts, "image": "ghcr.io/marin/rl:latest",
           "state": {"running": {"startedAt": iso(at(60))}} if waiting is None else {"waiting": {"reason": waiting, "message": "Back-off"}},
           "lastState": {}}
@@ -389,6 +389,8 @@ def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_
         cs["lastState"] = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": iso(at(0)), "finishedAt": iso(at(oom_at))}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "iris",
                                                             "labels": {"iris.job_id": "alice.rl-qwen8b-tb"}},
+            "spec": {"containers": [{"name": "task", "image": "ghcr.io/marin/rl:latest",
+                                     "command": ["python", "-m", "cloud.iris.task_runtime"], "args": list(args or [])}]},
             "status": {"phase": phase, "containerStatuses": [cs]}}
 
 
@@ -1003,6 +1005,25 @@ def oom_restart_recovered(b_root):
                 evidence=[], finding_contains=dict(resources="recovered"),
                 description="One container OOMKilled at 12:40 and restarted; the trainer kept stepping afterwards: recovered. "
                             "A timed-out GPU poll is listed as an evidence problem, not a gate error.")
+
+
+@incident
+def live_capture_only_standard(b_root):
+    """A bundle made by `rlhealth probe` alone: no watcher manifest; mode from the pods' launch args."""
+    b = Bundle(b_root, manifest=False)
+    args = json.loads(STANDARD_EP)["argv"][1:]
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0)), "finished_at": None,
+                                            "exit_code": None, "error": None}]},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-gsm8k-0-1a2b3c-0", args=args)]},
+              files={"pod_logs/iris-alice-rl-qwen8b-gsm8k-0-1a2b3c-0.log": "\n".join(training_log(12)) + "\n"},
+              job_id="/alice/rl-qwen8b-gsm8k")
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), mode_source_contains="pods.json",
+                evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                description="A capture written by the live probe alone (no watcher manifest): identity and state from the capture, "
+                            "mode from the task container's launch arguments in pods.json, logs from the capture's pod_logs/.")
 
 
 @incident
