@@ -409,9 +409,10 @@ def _manifest(root: Path, t_start: float) -> dict:
                           "errors": [], "slurm_logs": "not applicable", "trace_selected": None}}
 
 
-def generate_logs(root: Path, log_bytes: int, seed: int = 1) -> dict:
+def generate_logs(root: Path, log_bytes: int, seed: int = 1, hours: float | None = None) -> dict:
+    """``hours`` of job in ``log_bytes`` of logs (default: HOURS_PER_GIB per GiB)."""
     t_end = SYNCED_AT.timestamp() - 20.0
-    t_start = t_end - HOURS_PER_GIB * 3600.0 * (log_bytes / GIB)
+    t_start = t_end - 3600.0 * (hours if hours is not None else HOURS_PER_GIB * (log_bytes / GIB))
     trainer_prefixed = _trainer_events(t_start, t_end, seed, prefixed=True)
     finelog_events = [(t, line if line.startswith("task=") else f"task=/{USER}/{JOB}/0 | {line}") for t, line in trainer_prefixed]
     shares = {"finelog": 0.42, "head": 0.14, "pods": 0.14, "workers": 0.27, "raylet": 0.03}
@@ -578,11 +579,14 @@ def bundle_dir(workdir: Path, tag: str) -> Path:
     return workdir / tag / "jobs" / CLUSTER / USER / JOB
 
 
-def generate(workdir: Path, tag: str, log_bytes: int, trials: int, seed: int = 1) -> tuple[Path, dict]:
+def generate(workdir: Path, tag: str, log_bytes: int, trials: int, seed: int = 1,
+             hours: float | None = None) -> tuple[Path, dict]:
     """Generate (or reuse, when the same parameters were generated before) one bundle."""
     root = bundle_dir(workdir, tag)
     stamp = workdir / tag / "generated.json"
     params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 6}
+    if hours is not None:
+        params["hours"] = hours
     if stamp.exists():
         try:
             info = json.loads(stamp.read_text())
@@ -595,7 +599,7 @@ def generate(workdir: Path, tag: str, log_bytes: int, trials: int, seed: int = 1
         shutil.rmtree(workdir / tag)
     root.mkdir(parents=True)
     t0 = time.perf_counter()
-    logs = generate_logs(root, log_bytes, seed)
+    logs = generate_logs(root, log_bytes, seed, hours)
     t1 = time.perf_counter()
     trial_bytes = generate_trials(root, trials, logs["t_start"], logs["t_end"], seed)
     t2 = time.perf_counter()

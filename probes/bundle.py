@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,8 +216,13 @@ class _Router:
     """Routes matched lines of one file to signature aggregation and parsers."""
 
     def __init__(self, read: BundleRead, catalog: Catalog, reference_epoch: float | None,
-                 source: str, attempt: int | None, skip_patterns: dict[str, re.Pattern]):
+                 source: str, attempt: int | None, skip_patterns: dict[str, re.Pattern],
+                 seen_steps: set[int] | None = None):
         self.read = read
+        # Steps that already have a metric record (shared by the routers of one bundle): only the
+        # first record of a step is kept, the one ``observe`` uses ("first occurrence of a step
+        # wins across the chain"), so memory follows the number of steps, not of copies.
+        self.seen_steps = seen_steps if FAST_ROUTING else None
         self.catalog = catalog
         self.ref = reference_epoch
         self.source = source
@@ -320,6 +326,15 @@ class _Router:
             lineno += count
         return lineno
 
+    def _record(self, step: int, metrics: dict[str, float], line: int, ts: float | None, serialization: str) -> None:
+        if self.seen_steps is not None:
+            if step in self.seen_steps:
+                return
+            self.seen_steps.add(step)
+            metrics = {sys.intern(k): v for k, v in metrics.items()}
+        self.read.metric_records.append(tp.MetricRecord(step=step, metrics=metrics, source=self.source, line=line,
+                                                        ts=ts, serialization=serialization))
+
     def _stats_fast(self, hit: LineHit) -> None:
         self._stats_text(hit.text, hit.lineno)
 
@@ -385,8 +400,7 @@ class _Router:
                         if read.malformed_example is None:
                             read.malformed_example = occ
                     else:
-                        read.metric_records.append(tp.MetricRecord(step=step, metrics=metrics, source=self.source,
-                                                                   line=hit.lineno, ts=occ.ts, serialization="wandb-json"))
+                        self._record(step, metrics, hit.lineno, occ.ts, "wandb-json")
                         progressed = True
                 else:
                     read.eval_records += 1
@@ -399,8 +413,7 @@ class _Router:
                     block_head = hit.preceding_bytes(64 * 1024).decode("utf-8", "replace")
                     start = block_head.rfind("{'")
                     ts = line_timestamp(block_head[max(0, start - 400):start], self.ref) if start >= 0 else None
-                read.metric_records.append(tp.MetricRecord(step=step, metrics=metrics, source=self.source,
-                                                           line=hit.lineno, ts=ts, serialization="python-dict"))
+                self._record(step, metrics, hit.lineno, ts, "python-dict")
                 progressed = True
             else:
                 read.malformed_metric_lines += 1
@@ -548,12 +561,13 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         has_finelog = any(rel == "finelog.log" for _, rel in files)
         if legs and bundle_leg not in legs and not has_finelog and bundle_leg.isdigit():
             read.current_leg_missing = True
+    seen_steps: set[int] = set()
     for path, rel in files:
         leg = _slurm_leg(rel)
         if rel in ("finelog.log", "finelog.stderr") and read.layout == "jupiter":
             leg = bundle_leg if bundle_leg in legs else (legs[-1] if legs else None)
         attempt = legs.index(leg) + 1 if leg in legs else None
-        router = _Router(read, catalog, reference, rel, attempt, skip)
+        router = _Router(read, catalog, reference, rel, attempt, skip, seen_steps)
         try:
             read.lines_read += router.scan(scanner, path)
             read.log_files.append(rel)

@@ -9,6 +9,7 @@ segments that keep its line number.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -36,6 +37,7 @@ class LineHit:
     keys: tuple[str, ...]
     text: str
     block: bytes = field(repr=False)
+    """The scanned block (bytes or a reused bytearray): valid only during the ``on_hit`` call."""
     end: int = field(repr=False)
     """Offset in ``block`` just past this line (before its newline)."""
     block_end: int | None = field(default=None, repr=False)
@@ -76,6 +78,8 @@ class Scanner:
         self._np = numpy
         self._keys = [p.key for p in self.patterns]
         self._key_cache: dict[int, tuple[str, ...]] = {}
+        self._buffers = None
+        self._buffer_lock = threading.Lock()
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(expressions=[p.regex.encode() for p in self.patterns],
                          ids=list(range(len(self.patterns))), elements=len(self.patterns), flags=flags)
@@ -107,90 +111,135 @@ class Scanner:
         at the last newline of ``carry + read(block_bytes)``, a line without newline being carried
         until it reaches ``MAX_LINE_BYTES`` (then scanned as a segment of its own).
         """
+        max_line = MAX_LINE_BYTES
+        cap = block_bytes + max_line
+        # One read buffer and one newline mask, reused for every block of every file: a fresh
+        # 8 MiB bytes object (and comparison array) per block fragmented the malloc heap, so RSS
+        # grew with the number of blocks, i.e. with the log size. The yielded buffer is only valid
+        # until the next block is read. A concurrent scan with the same Scanner gets its own.
+        owned = self._buffer_lock.acquire(blocking=False)
+        try:
+            if owned:
+                if self._buffers is None or len(self._buffers[0]) != cap:
+                    self._buffers = None
+                    self._buffers = (bytearray(cap), self._np.empty(cap, dtype=bool))
+                buf, mask = self._buffers
+            else:
+                buf, mask = bytearray(cap), self._np.empty(cap, dtype=bool)
+            yield from self._blocks(path, block_bytes, max_line, cap, buf, mask)
+        finally:
+            if owned:
+                self._buffer_lock.release()
+
+    def _blocks(self, path: Path, block_bytes: int, max_line: int, cap: int, buf: bytearray, mask):
+        view = memoryview(buf)
         carry = b""
         with open(path, "rb", buffering=0) as handle:
             seekable = handle.seekable()
             reread = 0      # bytes of the previous block re-read instead of carried
             while True:
-                data = _read_full(handle, block_bytes + reread)
+                want = block_bytes + reread
                 reread = 0
-                eof = not data
-                if carry:
-                    block = carry + data
+                if carry or want > cap:
+                    # a line longer than a block is being carried: plain bytes, as always
+                    data = _read_full(handle, want)
+                    eof = not data
+                    block = carry + data if carry else data
                     carry = b""
+                    size, new = len(block), len(data)
                 else:
-                    block = data
-                if not block:
+                    size = new = _readinto_full(handle, view[:want])
+                    eof = size == 0
+                    block = buf
+                if size == 0:
                     break
                 if eof:
-                    end = len(block)
+                    end = size
                 else:
-                    nl = block.rfind(b"\n")
+                    nl = block.rfind(b"\n", 0, size)
                     if nl < 0:
-                        if len(block) < MAX_LINE_BYTES:
-                            carry = block
+                        if size < max_line:
+                            carry = bytes(block[:size])
                             continue
-                        end = len(block)   # giant line: scan this segment, keep its line number
+                        end = size   # giant line: scan this segment, keep its line number
                     else:
                         end = nl + 1
-                        if end < len(block):
-                            if seekable and end > len(block) - len(data):
-                                # re-read the partial last line with the next block instead of copying
-                                # the whole block into ``carry + data``: same bytes, same blocks
-                                reread = len(block) - end
+                        if end < size:
+                            if seekable and end > size - new:
+                                # re-read the partial last line with the next block instead of
+                                # carrying it: same bytes, same blocks
+                                reread = size - end
                                 handle.seek(-reread, 1)
                             else:
-                                carry = block[end:]
-                yield block, end, *self._scan_block(block, end)
+                                carry = bytes(block[end:size])
+                yield block, end, *self._scan_block(block, end, mask)
                 if eof:
                     break
 
-    def _scan_block(self, block: bytes, end: int) -> tuple[int, list]:
-        """Scan ``block[:end]``: (newlines in it, matching lines)."""
+    def _scan_block(self, block: bytes | bytearray, end: int, mask=None) -> tuple[int, list]:
+        """Scan ``block[:end]``: (newlines in it, matching lines). ``mask``: a reusable bool array."""
         matches: list[tuple[int, int]] = []
         append = matches.append
 
         def on_match(pid, _from, to, _flags, _ctx):
             append((to, pid))
 
-        view = memoryview(block)[:end] if end != len(block) else block
-        self._db.scan(view, match_event_handler=on_match)
-        arr = self._np.frombuffer(block, dtype=self._np.uint8, count=end)
+        self._db.scan(memoryview(block)[:end] if end != len(block) else block, match_event_handler=on_match)
+        np = self._np
+        arr = np.frombuffer(block, dtype=np.uint8, count=end)
+        is_nl = np.equal(arr, 10, out=mask[:end]) if mask is not None and len(mask) >= end else arr == 10
         if not matches:
-            return int(self._np.count_nonzero(arr == 10)), []
-        newlines = self._np.flatnonzero(arr == 10)
-        total = len(newlines)
+            return int(np.count_nonzero(is_nl)), []
         if len(matches) > 1:
             matches.sort()
-        # the line of a match holds its last byte (offset to-1); k = newlines before that byte
-        anchors = [to - 1 if to > 0 else 0 for to, _ in matches]
-        ks = self._np.searchsorted(newlines, anchors, side="left").tolist()
-        nl = newlines.tolist() if total <= 4 * len(matches) else None
+        # Line bounds from bytes.rfind/find (memchr); line numbers by counting the newline mask
+        # between consecutive matching lines (no per-block index arrays: no allocation churn).
+        count = np.count_nonzero
         key_cache = self._key_cache
+        keys_of = self._keys
+        find, rfind = block.find, block.rfind
         hits = []
+        pos = 0
+        k = 0           # newlines before ``pos``
         i = 0
         n = len(matches)
         while i < n:
-            k = ks[i]
-            if nl is not None:
-                start = nl[k - 1] + 1 if k > 0 else 0
-                line_end = nl[k] if k < total else end
-            else:
-                start = int(newlines[k - 1]) + 1 if k > 0 else 0
-                line_end = int(newlines[k]) if k < total else end
-            pids = [matches[i][1]]
+            to = matches[i][0]
+            # the line of a match holds its last byte (offset to-1)
+            start = rfind(b"\n", 0, to - 1 if to > 0 else 0) + 1
+            if start > pos:
+                k += int(count(is_nl[pos:start]))
+                pos = start
+            line_end = find(b"\n", start, end)
+            if line_end < 0:
+                line_end = end
+            first = matches[i][1]
             i += 1
-            while i < n and matches[i][0] - 1 <= line_end:
-                pids.append(matches[i][1])
-                i += 1
-            if len(pids) == 1:
-                keys = key_cache.get(pids[0])
-                if keys is None:
-                    keys = key_cache[pids[0]] = (self._keys[pids[0]],)
+            if i < n and matches[i][0] - 1 <= line_end:
+                pids = {first}
+                while i < n and matches[i][0] - 1 <= line_end:
+                    pids.add(matches[i][1])
+                    i += 1
+                keys = tuple(sorted({keys_of[p] for p in pids}))
             else:
-                keys = tuple(sorted({self._keys[p] for p in pids}))
+                keys = key_cache.get(first)
+                if keys is None:
+                    keys = key_cache[first] = (keys_of[first],)
             hits.append((start, line_end, k, keys))
+        total = k + int(count(is_nl[pos:end]))
         return total, hits
+
+
+def _readinto_full(handle, view: memoryview) -> int:
+    """Fill ``view`` (fewer bytes only at end of file); return the number of bytes read."""
+    got = 0
+    size = len(view)
+    while got < size:
+        n = handle.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
 
 
 def _read_full(handle, size: int) -> bytes:

@@ -17,6 +17,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]{3,79}$")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_LOADER)
 
 
 class CatalogError(Exception):
@@ -122,7 +127,7 @@ def load_catalog() -> Catalog:
         rel = f"signatures/{entry.name}"
         files.append(rel)
         try:
-            sig = Signature(**yaml.safe_load(entry.read_text(encoding="utf-8")))
+            sig = Signature(**_yaml(entry.read_text(encoding="utf-8")))
         except (ValidationError, yaml.YAMLError, TypeError, re.error) as exc:
             errors.append(f"{rel}: {exc}")
             continue
@@ -139,7 +144,7 @@ def load_catalog() -> Catalog:
     def load_rules(rel: str) -> list[RuleSpec]:
         files.append(rel)
         try:
-            raw = yaml.safe_load(_read(rel))
+            raw = _yaml(_read(rel))
         except (yaml.YAMLError, OSError) as exc:
             errors.append(f"{rel}: {exc}")
             return []
@@ -166,7 +171,7 @@ def load_catalog() -> Catalog:
             errors.append(f"rulesets: rule id {rule.id!r} must be <gate>.<name>")
 
     files.append("thresholds.yaml")
-    thresholds = {k: float(v) for k, v in yaml.safe_load(_read("thresholds.yaml")).items() if k != "version"}
+    thresholds = {k: float(v) for k, v in _yaml(_read("thresholds.yaml")).items() if k != "version"}
     files += ["tables/gpu_hbm_bandwidth.csv", "tables/decode_throughput_h100_tok_s.csv", "trial_exceptions.yaml"]
     hbm = _csv("tables/gpu_hbm_bandwidth.csv")
     decode = _csv("tables/decode_throughput_h100_tok_s.csv")
@@ -177,7 +182,7 @@ def load_catalog() -> Catalog:
             for key, value in row.items():
                 if key.endswith(("_tok_s", "_tb_s", "_b", "_gib")) and not isinstance(value, float):
                     errors.append(f"{rel}:{i}: {key} must be a number, got {value!r}")
-    trial_exceptions = yaml.safe_load(_read("trial_exceptions.yaml"))
+    trial_exceptions = _yaml(_read("trial_exceptions.yaml"))
     if errors:
         raise CatalogError("invalid knowledge base:\n" + "\n".join(errors))
     return Catalog(signatures=signatures, rules=rules, verdict_rules=verdict_rules, thresholds=thresholds,
@@ -187,5 +192,5 @@ def load_catalog() -> Catalog:
 @lru_cache(maxsize=1)
 def load_capture_probe_policy() -> dict[str, Any]:
     """rules/capture_probes.yaml: which failed live probes make which gate ERROR."""
-    data = yaml.safe_load(_read("capture_probes.yaml"))
+    data = _yaml(_read("capture_probes.yaml"))
     return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or [])}
