@@ -581,6 +581,45 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     return read
 
 
+def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tuple[Occurrence, str, bool]]:
+    """The first causal error of each attempt: ``attempt -> (occurrence, signature id, transient)``.
+
+    The earliest primary error (a fatal, hang or transient signature; a traceback quotes its
+    exception line) wins; a marker (a wall-clock time limit) only when no primary exists; a
+    survivor (secondary: TCPStore cascades, a cancellation) only when nothing else does. Benign
+    noise never counts. Attempt -1 holds files without an attempt of their own.
+    """
+    ranks = {"fatal": 0, "hang": 0, "transient": 0, "marker": 1, "secondary": 2}
+    best: dict[int, tuple[int, Occurrence, str, bool]] = {}
+    for sig_id in sorted(signatures):
+        agg = signatures[sig_id]
+        rank = ranks.get(agg.signature.severity)
+        if rank is None:
+            continue
+        for attempt, occ in agg.first_by_attempt.items():
+            prior = best.get(attempt)
+            if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])):
+                best[attempt] = (rank, occ, sig_id, agg.signature.transient)
+    return {k: (v[1], v[2], v[3]) for k, v in best.items()}
+
+
+def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
+    """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
+    .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
+    from rlhealth.catalog import load_catalog
+    catalog = catalog or load_catalog()
+    read = BundleRead(root=Path("."))
+    scanner = scanner_for(catalog)
+    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
+    for path, rel in files:
+        try:
+            _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
+        except OSError:
+            continue
+    found = first_errors_by_attempt(read.signatures).get(1)
+    return found[0] if found else None
+
+
 def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
     """Failed probes recorded in capture.json become evidence problems (rules/capture_probes.yaml)."""
     if not isinstance(probes, list):

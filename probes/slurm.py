@@ -40,6 +40,8 @@ from pathlib import Path
 import paramiko
 
 from rlhealth.probes.allowlist import CommandRefused, load_allowlist
+from rlhealth.probes.bundle import first_causal_error
+from rlhealth.probes.scan import strip_actor_prefix
 from rlhealth.probes.capture import (CaptureWriter, ControllerState, Attempt, GpuPoll, ProbeRecord,
                                      utc_iso)
 from rlhealth.probes.parse import slurm as ps
@@ -485,14 +487,16 @@ def legs_from_capture(capture_dir: Path, job_id: str) -> list[ps.Leg]:
 
 
 def leg_error(capture_dir: Path, leg: ps.Leg) -> str | None:
-    """First causal error of a leg from its copied .err then .out (head before tail)."""
+    """First causal error of a leg from its copied .err then .out (head before tail), judged by
+    the signature catalog (the same knowledge the diagnosis uses)."""
     slurm = Path(capture_dir) / "slurm"
-    for ext in ("err", "out"):
-        for name in (f"{leg.job_id}.{ext}.head", f"{leg.job_id}.{ext}"):
-            error = ps.first_causal_error(_read(slurm / name))
-            if error:
-                return error
-    return None
+    files = [(slurm / name, f"slurm/{name}") for ext in ("err", "out")
+             for name in (f"{leg.job_id}.{ext}.head", f"{leg.job_id}.{ext}") if (slurm / name).is_file()]
+    occ = first_causal_error(files)
+    if occ is None:
+        return None
+    text = strip_actor_prefix(occ.text).strip()
+    return text if len(text) <= 500 else text[:499] + "\u2026"
 
 
 def build_state(capture_dir: Path, job_id: str) -> ControllerState | None:

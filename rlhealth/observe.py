@@ -14,7 +14,7 @@ from typing import Any
 
 from rlhealth.catalog import Catalog
 from rlhealth.facts import AnyFact, Evidence, Occurrence, make_fact
-from rlhealth.probes.bundle import BundleRead, SignatureAgg, earlier
+from rlhealth.probes.bundle import BundleRead, SignatureAgg, first_errors_by_attempt
 from rlhealth.probes.capture import TERMINAL_STATES
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse.timestamps import iso, parse_iso
@@ -665,23 +665,10 @@ def _normalize_error(text: str) -> str:
 
 
 def _restarts(read: BundleRead, obs: Observation, thr: dict, job: dict) -> None:
-    # first causal error per attempt: earliest primary (fatal/hang/transient) occurrence, secondaries only as fallback
-    first_by_attempt: dict[int, tuple[Occurrence, str, bool]] = {}
-    fallback: dict[int, tuple[Occurrence, str, bool]] = {}
+    first_by_attempt = first_errors_by_attempt(read.signatures)
     timeout_attempts: set[int] = set()
-    for sig_id, agg in read.signatures.items():
-        sev = agg.signature.severity
-        for attempt, occ in agg.first_by_attempt.items():
-            if sig_id == "slurm_time_limit":
-                timeout_attempts.add(attempt)
-            if sev in ("benign", "marker"):
-                continue
-            target = fallback if sev == "secondary" else first_by_attempt
-            prior = target.get(attempt)
-            if prior is None or earlier(occ, prior[0]):
-                target[attempt] = (occ, sig_id, agg.signature.transient)
-    for k, v in fallback.items():
-        first_by_attempt.setdefault(k, v)
+    if "slurm_time_limit" in read.signatures:
+        timeout_attempts = set(read.signatures["slurm_time_limit"].first_by_attempt)
     attempts: list[dict] = []
     state = read.state if isinstance(read.state, dict) else {}
     cap_attempts = state.get("attempts") if isinstance(state.get("attempts"), list) else []

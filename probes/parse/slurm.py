@@ -231,64 +231,6 @@ def parse_stepd_lines(text: str) -> list[StepdEvent]:
     return events
 
 
-_TRACEBACK_START = "Traceback (most recent call last):"
-# The exception line that ends a Python traceback: "pkg.mod.SomeError: message" or a bare name.
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout)\b.*")
-# Errors printed without a traceback (loggers, CUDA, NCCL, vLLM); "error" alone is too noisy.
-_ERROR_LINE = re.compile(
-    r"(?:\bERROR\b|\bFATAL\b|Fatal Python error|CUDA out of memory|OutOfMemoryError|\bRuntimeError\b"
-    r"|EngineDeadError|watchdog (?:got stuck|caught collective operation timeout)|Segmentation fault"
-    r"|\bKilled\b)")
-# Survivors of a primary crash (log-formats §2, contract rule 1): never the first causal error.
-_SURVIVOR = re.compile(r"TCPStore|sendBytes failed|Broken pipe|^srun: (?:error: .*Exited with exit code|Job step aborted|Force Terminated)")
-# Python logging prefixes put before the exception text (e.g. "(pid=12) ValueError: ...").
-_LOG_PREFIX = re.compile(r"^(?:\(\S+(?: pid=\d+)?\)\s+|\[[^\]]*\]\s+|\S+\s+\|\s+)")
-MAX_ERROR_CHARS = 500
-
-
-def _clip(line: str) -> str:
-    line = line.strip()
-    return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "\u2026"
-
-
-def first_causal_error(text: str) -> str | None:
-    """The first causal error in one leg's log text, by position (= by time in one stream):
-
-    - a Python traceback contributes its exception line (``ValueError: boom``), not its header;
-    - slurmstepd ``*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT ***``, ``FAILED``, oom-kill;
-    - otherwise the first ERROR/FATAL/CUDA-OOM/NCCL-watchdog style line.
-    Survivors of a primary crash (TCPStore broken pipe, ``srun: error: ... Exited with exit code``)
-    are skipped. Returns None when the text shows no error.
-    """
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        bare = _LOG_PREFIX.sub("", line)
-        if bare.startswith(_TRACEBACK_START) or line.endswith(_TRACEBACK_START):
-            # the exception line: first non-indented line after the frames
-            for j in range(i + 1, min(i + 400, len(lines))):
-                cand = _LOG_PREFIX.sub("", lines[j].rstrip())
-                if not cand or cand.startswith((" ", "\t")) or cand.startswith(("File ", "^")):
-                    continue
-                if cand.startswith(("During handling", "The above exception", _TRACEBACK_START)):
-                    continue
-                if _EXCEPTION_LINE.match(cand) or re.match(r"^[A-Za-z_][\w.]*:\s", cand):
-                    return _clip(cand)
-            return _clip(bare)
-        if "slurmstepd" in line or "***" in line:
-            events = parse_stepd_lines(line)
-            if events:
-                return _clip(events[0].line)
-        if _SURVIVOR.search(line):
-            i += 1
-            continue
-        if _ERROR_LINE.search(line) and not line.startswith(("INFO", "DEBUG")):
-            return _clip(bare)
-        i += 1
-    return None
-
-
 @dataclass
 class Leg:
     """One leg of an afterany chain, merged from sacct, squeue and scontrol."""

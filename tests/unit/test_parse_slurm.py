@@ -83,25 +83,37 @@ def test_stepd_lines_real_and_documented():
     assert ev[0].line_no == 2 and ev[0].node == "vm"
 
 
-def test_first_causal_error():
+def test_leg_first_causal_error_uses_the_signature_catalog(tmp_path):
+    """state.json attempt errors come from the same signature catalog the diagnosis uses."""
+    from rlhealth.probes.bundle import first_causal_error
+
+    def first(*texts):
+        files = []
+        for i, text in enumerate(texts):
+            p = tmp_path / f"f{len(list(tmp_path.iterdir()))}_{i}.out"
+            p.write_text(text)
+            files.append((p, p.name))
+        occ = first_causal_error(files)
+        return None if occ is None else occ.text
+
     traceback = ("Traceback (most recent call last):\n"
                  '  File "/opt/skyrl/skyrl/train/model_wrapper.py", line 88, in load_model\n'
                  "    experts = config.norm_topk_prob\n"
                  "AttributeError: 'Qwen3MoeConfig' object has no attribute 'norm_topk_prob'\n"
-                 "[rank1]:[W] TCPStore sendBytes failed: Broken pipe\n")
-    assert ps.first_causal_error(traceback) == "AttributeError: 'Qwen3MoeConfig' object has no attribute 'norm_topk_prob'"
-    # first by position: a crash that came before the time limit is the cause
+                 "[rank1]:[W1229 22:06:38.480071392 TCPStore.cpp:106] [c10d] sendBytes failed on SocketImpl(fd=67): Broken pipe\n")
+    assert first(traceback) == "AttributeError: 'Qwen3MoeConfig' object has no attribute 'norm_topk_prob'"
+    # a crash before the wall-clock limit is the cause; the limit alone is the leg's error
     timeout = "step 1\nslurmstepd-vm: error: *** JOB 2 ON vm CANCELLED AT 2026-11-29T07:25:29 DUE TO TIME LIMIT ***\n"
-    assert "DUE TO TIME LIMIT" in ps.first_causal_error(timeout)
-    assert ps.first_causal_error(traceback + timeout).startswith("AttributeError")
-    # survivors of a crash are skipped; ray-prefixed exception lines are unprefixed
-    survivors = ("srun: error: n1: task 0: Exited with exit code 1\n"
-                 "(skyrl_entrypoint pid=812) Traceback (most recent call last):\n"
+    assert "DUE TO TIME LIMIT" in first(timeout)
+    assert first(traceback + timeout).startswith("AttributeError")
+    # a survivor in .err does not beat the primary crash in .out
+    survivors = ("(skyrl_entrypoint pid=812) Traceback (most recent call last):\n"
                  '(skyrl_entrypoint pid=812)   File "x.py", line 1, in <module>\n'
                  "(skyrl_entrypoint pid=812) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-    assert ps.first_causal_error(survivors) == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
-    assert ps.first_causal_error("2026-05-03 11:20:41.118 | INFO     | x:y:1 - Step 12: \n{'a': '1'}\n") is None
-    assert ps.first_causal_error("") is None
+    assert first("[W] [c10d] sendBytes failed on SocketImpl(fd=3): Broken pipe\n", survivors).endswith(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert first("2026-05-03 11:20:41.118 | INFO     | x:y:1 - Step 12: \n{'a': '1'}\n") is None
+    assert first("") is None
 
 
 def test_chain_state():
