@@ -553,14 +553,17 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
     files = _log_files(root, read.capture_dir)
     legs = sorted({leg for _, rel in files if (leg := _slurm_leg(rel))}, key=lambda x: int(x))
-    read.leg_ids = legs
     bundle_leg = None
     if read.layout == "jupiter":
         job_id = str((read.manifest or {}).get("job_id") or "") if isinstance(read.manifest, dict) else ""
         bundle_leg = job_id.rsplit("/", 1)[-1] if job_id.rsplit("/", 1)[-1].isdigit() else root.name
         has_finelog = any(rel == "finelog.log" for _, rel in files)
-        if legs and bundle_leg not in legs and not has_finelog and bundle_leg.isdigit():
-            read.current_leg_missing = True
+        if legs and bundle_leg not in legs and bundle_leg.isdigit():
+            if has_finelog:      # the finelog is the bundle's own (current) chain leg
+                legs = sorted(set(legs) | {bundle_leg}, key=lambda x: int(x))
+            else:
+                read.current_leg_missing = True
+    read.leg_ids = legs
     seen_steps: set[int] = set()
     for path, rel in files:
         leg = _slurm_leg(rel)

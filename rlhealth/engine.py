@@ -9,7 +9,10 @@ durable-rules sharp edges handled here (style.md §6): a fact matching no rule r
 ``MessageNotHandledException`` (ignored: an unmatched fact is not an error); identical facts
 raise ``MessageObservedException`` (every fact has a unique ``id``); exceptions inside actions
 are swallowed into the ruleset state (read back and raised as ``EngineError``); ruleset
-definitions are mutated by the engine (deep-copied per host).
+definitions are mutated by the engine (deep-copied per host); every ``Host`` starts two
+self-re-arming dispatch timer threads that never stop (not started here: facts are asserted and
+actions run synchronously, no timers or queued events are used), and its C-side rulesets are
+freed after the run.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
+import durable_rules_engine
 from durable import engine as durable_engine
 
 from rlhealth.catalog import RuleSpec
@@ -92,6 +96,19 @@ class _Host(durable_engine.Host):
         self._errors = errors
         super().__init__()
 
+    def _run(self):
+        """No background dispatch threads (see the module docstring)."""
+
+    def close(self) -> None:
+        """Free the engine's C-side rulesets of this host."""
+        for ruleset in self._ruleset_list:
+            try:
+                durable_rules_engine.delete_ruleset(ruleset._handle)
+            except Exception:  # already freed / never created: nothing to release
+                pass
+        self._ruleset_list = []
+        self._ruleset_directory = {}
+
     def get_action(self, name: str):
         rule = self._rules.get(name)
         if rule is None:
@@ -143,28 +160,31 @@ def run_rules(rules: list[RuleSpec], facts: list[AnyFact], thresholds: dict[str,
     full = {fact.fact_id: {**fact.model_dump(mode="json", exclude={"evidence"}), "id": fact.fact_id} for fact in facts}
     host = _Host({r.id: r for r in rules}, evidence, result, errors, full)
     try:
-        host.set_rulesets({name: copy.deepcopy(compile_ruleset(rules, thresholds))})
-    except Exception as exc:
-        raise EngineError(f"rule base failed to compile: {type(exc).__name__}: {exc}") from exc
-    seen: set[str] = set()
-    for fact in sorted(facts, key=lambda f: f.fact_id):
-        if fact.fact_id in seen:
-            raise EngineError(f"duplicate fact id {fact.fact_id!r}")
-        seen.add(fact.fact_id)
         try:
-            host.assert_fact(name, _scalar_payload(fact))
-        except durable_engine.MessageNotHandledException:
-            continue
+            host.set_rulesets({name: copy.deepcopy(compile_ruleset(rules, thresholds))})
         except Exception as exc:
-            raise EngineError(f"asserting fact {fact.fact_id}: {type(exc).__name__}: {exc}") from exc
-    try:
-        state = host.get_state(name)
-    except Exception:
-        state = {}
-    if isinstance(state, dict) and state.get("exception"):
-        errors.append(str(state["exception"])[:500])
-    if errors:
-        raise EngineError("; ".join(errors))
+            raise EngineError(f"rule base failed to compile: {type(exc).__name__}: {exc}") from exc
+        seen: set[str] = set()
+        for fact in sorted(facts, key=lambda f: f.fact_id):
+            if fact.fact_id in seen:
+                raise EngineError(f"duplicate fact id {fact.fact_id!r}")
+            seen.add(fact.fact_id)
+            try:
+                host.assert_fact(name, _scalar_payload(fact))
+            except durable_engine.MessageNotHandledException:
+                continue
+            except Exception as exc:
+                raise EngineError(f"asserting fact {fact.fact_id}: {type(exc).__name__}: {exc}") from exc
+        try:
+            state = host.get_state(name)
+        except Exception:
+            state = {}
+        if isinstance(state, dict) and state.get("exception"):
+            errors.append(str(state["exception"])[:500])
+        if errors:
+            raise EngineError("; ".join(errors))
+    finally:
+        host.close()
     result.findings.sort(key=lambda f: (f.gate, f.order, f.rule, f.facts))
     result.fired.sort(key=lambda f: (f["rule"], f["facts"]))
     return result

@@ -87,3 +87,12 @@ def test_in_process_runs_match_separate_processes(tmp_path):
         out = subprocess.run(rlhealth_argv("diagnose", str(d / "bundle"), "--now", e["now"], "--format", "json"),
                              capture_output=True, text=True, check=False, cwd="/")
         assert json.loads(out.stdout) == json.loads(inproc)
+
+
+def test_runs_leave_no_threads_behind():
+    """durable's Host would start self-re-arming dispatch timers per run; the adapter starts none."""
+    import threading
+    before = threading.active_count()
+    for _ in range(20):
+        run_rules([rule()], [make_fact("k", "a", v=9)], THR)
+    assert threading.active_count() <= before
