@@ -293,7 +293,8 @@ class SlurmProbe:
         error = result.error
         if error is None and result.exit_code not in (0, None):
             detail = result.stderr.decode("utf-8", errors="replace").strip().splitlines()
-            error = f"exit status {result.exit_code}" + (f": {detail[0][:300]}" if detail else "")
+            # srun interleaves its own lines with the task's; keep the first few so the cause is in
+            error = f"exit status {result.exit_code}" + (f": {' | '.join(d.strip() for d in detail[:4])[:400]}" if detail else "")
         self.w.record(ProbeRecord(name=name, argv=list(argv), started_at=utc_iso(started),
                                   finished_at=utc_iso(datetime.now(timezone.utc)),
                                   exit_code=result.exit_code, output=rel, error=error))
