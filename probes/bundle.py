@@ -341,7 +341,8 @@ class _Router:
     def _stats_text(self, text: str, lineno: int) -> None:
         """A line whose only key is ``x_stats`` (the bulk of all matching lines).
 
-        Same outcome as ``vp.parse_stats`` + the deque append in ``__call__``, but the sample
+        Same outcome as ``vp.parse_stats`` + the deque append in ``__call__`` (the engine key and
+        era come from the same ``vp.engine_and_era``), but the sample
         (a pydantic model) and the line timestamp are only built for the lines that survive in
         the per-engine deque (``_finish_stats``); here only the engine key and era are derived.
         """
@@ -354,19 +355,7 @@ class _Router:
         m = vp.STATS_RE.search(text, engine_pos if engine_pos >= 0 else pos)
         if not m:
             return
-        prefix = vp.PREFIX_RE.search(text)
-        engine_idx = m.group("engine")
-        if prefix:
-            who = f"{prefix.group('actor')}:{prefix.group('ip') or '-'}:{prefix.group('pid')}"
-        else:
-            who = self.source
-        engine = f"{who}#{engine_idx}" if engine_idx is not None else who
-        if m.group("swapped") is not None:
-            era = "v0"
-        elif engine_idx is not None:
-            era = "v1-2026" if "MM cache hit rate" in text or "External prefix" in text else "v1"
-        else:
-            era = "v1-early"
+        engine, era = vp.engine_and_era(text, m, self.source)
         read = self.read
         read.stats_count += 1
         read.stats_eras.add(era)

@@ -38,10 +38,8 @@ class StatsSample(BaseModel):
     era: str
 
 
-def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSample | None:
-    m = STATS_RE.search(text)
-    if not m:
-        return None
+def engine_and_era(text: str, m: re.Match, source: str) -> tuple[str, str]:
+    """The engine identity (actor:ip:pid[#index], or the file) and the stats-line era of a match."""
     prefix = PREFIX_RE.search(text)
     engine_idx = m.group("engine")
     if prefix:
@@ -55,6 +53,14 @@ def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSam
         era = "v1-2026" if "MM cache hit rate" in text or "External prefix" in text else "v1"
     else:
         era = "v1-early"
+    return engine, era
+
+
+def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSample | None:
+    m = STATS_RE.search(text)
+    if not m:
+        return None
+    engine, era = engine_and_era(text, m, source)
     return StatsSample(engine=engine, ts=ts, prompt_tok_s=float(m.group("prompt")), gen_tok_s=float(m.group("gen")),
                        running=int(m.group("running")), waiting=int(m.group("waiting") or 0),
                        kv_pct=float(m.group("kv")) if m.group("kv") else None, source=source, line=line, era=era)
