@@ -379,51 +379,41 @@ class _Probe:
                                      f"{context or '(current)'}: {type(exc).__name__}: {exc}"))
             return False
 
+    def _list_pods(self, name: str, what: str, path: str, query: dict, kwargs: dict, raw: str):
+        """One pod list with retries on 5xx/429 inside the deadline: (raw body, parsed JSON) or (None, None)."""
+        body = None
+        for attempt in range(LIST_ATTEMPTS):
+            if self.out_of_time(what):
+                return None, None
+            body, status, _err = self.rest(name, "list_namespaced_pod", path, query, kwargs, raw)
+            if body is not None or (status is not None and status < 500 and status != 429):
+                break
+            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
+        if body is None:
+            return None, None
+        try:
+            return body, json.loads(body)
+        except ValueError:
+            self.record("pods:parse", self.clock(), output=raw, error="the pod list is not JSON")
+            return None, None
+
     def discover(self) -> tuple[dict | None, list[kparse.PodInfo]]:
         """The job's PodList (written to pods.json) and its pods; (None, []) if the API failed."""
         ns = self.namespace
         path = f"/api/v1/namespaces/{ns}/pods"
         selector = f"{kparse.JOB_LABEL}={kparse.job_label_value(self.job_id)}"
-        body = None
-        for attempt in range(LIST_ATTEMPTS):
-            if self.out_of_time("pod discovery"):
-                return None, []
-            body, status, err = self.rest("pods:list-by-label", "list_namespaced_pod", path,
-                                          {"labelSelector": selector},
-                                          {"namespace": ns, "label_selector": selector},
-                                          "raw/pods.by-label.json")
-            if body is not None or (status is not None and status < 500 and status != 429):
-                break
-            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
-        if body is None:
-            return None, []
-        try:
-            by_label = json.loads(body)
-        except ValueError:
-            self.record("pods:parse", self.clock(), output="raw/pods.by-label.json",
-                        error="the pod list is not JSON")
+        body, by_label = self._list_pods("pods:list-by-label", "pod discovery", path, {"labelSelector": selector},
+                                         {"namespace": ns, "label_selector": selector}, "raw/pods.by-label.json")
+        if by_label is None:
             return None, []
         pods = kparse.job_pods(by_label, self.job_id)
         if pods:
             self.writer.write_bytes("pods.json", body)
             return by_label, pods
         # No labelled pods: list the namespace and match names / kueue pod-group labels client-side.
-        body = None
-        for attempt in range(LIST_ATTEMPTS):
-            if self.out_of_time("pod discovery (namespace list)"):
-                return None, []
-            body, status, err = self.rest("pods:list-namespace", "list_namespaced_pod", path, {},
-                                          {"namespace": ns}, "raw/pods.namespace.json")
-            if body is not None or (status is not None and status < 500 and status != 429):
-                break
-            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
-        if body is None:
-            return None, []
-        try:
-            everything = json.loads(body)
-        except ValueError:
-            self.record("pods:parse", self.clock(), output="raw/pods.namespace.json",
-                        error="the pod list is not JSON")
+        body, everything = self._list_pods("pods:list-namespace", "pod discovery (namespace list)", path, {},
+                                           {"namespace": ns}, "raw/pods.namespace.json")
+        if everything is None:
             return None, []
         filtered = kparse.filter_pod_list(everything, self.job_id)
         started = self.clock()
