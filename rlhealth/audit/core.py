@@ -277,7 +277,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     cfg = C.load_config(a.run, a.bundle, manifest, cap_dir)
     for msg in cfg.problems:
         a.problem("warning", "config-unparsable", msg)
-    mode, mode_evidence = cfg.mode()
+    mode, mode_reason, mode_evidence = cfg.mode()
     settings = cfg.settings()
 
     facts = L.scan_logs(a.log_files())
@@ -546,7 +546,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                 "published_dir": str(published) if published else None,
                 "job_id": ((manifest or {}).get("job_id") if manifest else None)},
         "status": "blocked" if any(p["severity"] == "blocking" for p in problems) else "complete",
-        "mode": {"value": mode, "source": cfg.source or cfg.entrypoint_source, "evidence": mode_evidence},
+        "mode": {"value": mode, "source": cfg.source or cfg.entrypoint_source, "evidence": mode_evidence,
+                 "reason": mode_reason, "classifier": "rlhealth.mode.classify_mode"},
         "terminal_state": {"terminal": terminal, "outcome": outcome, "controller_state": ctrl["state"],
                            "controller_source": ctrl["source"], "last_step": last_step, "budget": budget,
                            "budget_source": budget_source, "budget_complete": budget_complete,

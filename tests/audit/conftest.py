@@ -111,6 +111,8 @@ def finelog_lines(budget=80, rewards=None, fail_at=None, tail_attempt_error=Fals
     if tail_attempt_error:
         lines += ["task=/alice/rl-run/0 | [iris setup] step 1/2", f"[rl-iris] MarinSkyRL now at {sha}",
                   f"Resumed training from global_step {budget}",
+                  "(skyrl_entrypoint pid=99) Traceback (most recent call last):",
+                  '(skyrl_entrypoint pid=99)   File "trainer.py", line 88, in train',
                   "(skyrl_entrypoint pid=99) AssertionError: global_step 81 overshoots max_steps"]
     return lines
 

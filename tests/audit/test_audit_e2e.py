@@ -107,6 +107,8 @@ def test_failed_attempt_first_cause_and_redundant_tail(tmp_path, B, cli):
     assert "Watchdog" not in cause["text"]  # the first error, not the loudest
     assert B.FAKE_HF not in json.dumps(rec) and "<redacted:huggingface_token>" in cause["text"]
     assert "AssertionError" in rec["attempts"][2]["first_error"]["text"]
+    # the judgement is the diagnosis's: a catalog signature, earliest primary error of the attempt
+    assert cause["signature"] == rec["attempts"][0]["first_error"]["signature"] == "python_traceback"
     assert rec["attempts"][1]["resumed_from"] == 40
     assert rec["metrics"]["repeated_steps"] == 10 and rec["metrics"]["missing_count"] == 0
     assert code == 0, rec["problems"]
@@ -316,7 +318,7 @@ def test_agentic_from_resolved_config_file_alone(tmp_path, cli):
     (run / "resolved_config.yaml").write_text("trainer:\n  max_steps: 2\ngenerator:\n  harbor:\n    n_concurrent_trials: 8\n")
     (run / "finelog.log").write_text('WANDB_MIRROR kind=train step=2 metrics={"reward/avg_raw_reward": 1}\n')
     code, rec, _ = cli(run)
-    assert rec["mode"]["value"] == "agentic" and rec["mode"]["evidence"] == ["generator.harbor.n_concurrent_trials"]
+    assert rec["mode"]["value"] == "agentic" and rec["mode"]["evidence"] == ["generator.harbor"]
     (run / "resolved_config.yaml").write_text("trainer:\n  max_steps: 2\n  run_name: harbor-terminal_bench-daytona\n")
     code, rec, _ = cli(run)
     assert rec["mode"]["value"] == "standard"  # values (the run name) never classify
