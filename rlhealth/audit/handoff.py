@@ -143,13 +143,16 @@ def resume_assessment(budget_complete: bool, last_step, budget, latest, ck_dirs:
     """Can the run resume from the newest complete checkpoint? (optimizer state present, step consistent)"""
     newest = max((c for c in candidates if c["kind"] == "checkpoint" and c["valid"] and c["step"] is not None),
                  key=lambda c: c["step"], default=None)
+    # resume_mode=latest loads the checkpoint the atomic marker names; its state is what matters
+    loads = next((c for c in candidates if c["kind"] == "checkpoint" and latest is not None and c["step"] == latest), None) or newest
     base = {"newest_complete_checkpoint": newest["id"] if newest else None,
-            "optimizer_state": newest.get("optimizer_state") if newest else "could not check",
-            "trainer_state": newest.get("trainer_state") if newest else "could not check",
+            "resume_checkpoint": loads["id"] if loads else None,
+            "optimizer_state": loads.get("optimizer_state") if loads else "could not check",
+            "trainer_state": loads.get("trainer_state") if loads else "could not check",
             "step_consistent": None}
-    if newest is not None:
-        consistent = latest is not None and newest["step"] == latest and (not saved_steps or newest["step"] in saved_steps)
-        base["step_consistent"] = consistent
+    if loads is not None:
+        base["step_consistent"] = (loads["valid"] and latest is not None and loads["step"] == latest
+                                   and (not saved_steps or loads["step"] in saved_steps))
     if budget_complete:
         return {**base, "status": "not needed", "detail": f"step budget complete ({last_step}/{budget})"}
     if latest is None:
@@ -264,8 +267,8 @@ def completion_fields(rec: dict, campaign, trace_rebuild: dict | None, steps: li
                    "; ".join(f"{c['check']} {c['status']}" for c in bad)))
     passed = bool(pub) and pub["complete"] and pub["secret_scan"]["status"] == "clean" and not [
         p for p in rec["problems"] if p["severity"] == "blocking"]
-    out["verification_evidence"] = _f("verification_evidence", ("present" if passed else "absent") if ver else "could not check",
-                                      "passed" if passed else ("failed" if ver else None),
+    out["verification_evidence"] = _f("verification_evidence", "present" if ver else "could not check",
+                                      ("passed" if passed else "failed") if ver else None,
                                       "; ".join(ver) or "no --published-dir download or --trace-root rebuild to verify")
     if not campaign.reclaim_authorized:
         out["storage_reclaimed"] = _f("storage_reclaimed", "not applicable", None,
@@ -299,7 +302,8 @@ def preservation_steps(rec: dict, campaign, trace_rebuild: dict | None) -> list[
     else:
         step("select_checkpoint", "could not proceed", "no valid checkpoint or export")
     if prov and prov["valid"]:
-        step("export_model", "completed", f"{prov['export']} verified ({prov['source_format']})")
+        step("export_model", "completed", f"{prov['export']} verified; converted from {prov['source_checkpoint'] or 'no kept checkpoint'} "
+             f"({prov['source_format']})")
     elif prov:
         step("export_model", "failed", f"{prov['export']} failed validation")
     else:
