@@ -38,8 +38,9 @@ def _parse_time(v) -> datetime | None:
 
 class Audit:
     def __init__(self, run: Path, bundle: Path | None, export_dir: Path | None, published: Path | None,
-                 policy: P.Policy | None, now: datetime):
+                 policy: P.Policy | None, now: datetime, trace_root: Path | None = None):
         self.run = Root("run", run)
+        self.trace_root = Root("traces", trace_root) if trace_root else None
         self.bundle = Root("bundle", bundle) if bundle else None
         self.export = Root("export", export_dir) if export_dir else None
         self.published = Root("published", published) if published else None
@@ -297,8 +298,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         except P.PolicyError as exc:
             policy = None
             campaign.problems.append(f"campaign record: selection_policy {campaign.selection_policy!r} is not a valid policy ({exc})")
-    a = Audit(run, bundle, export_dir, published, policy, now)
-    a.trace_root = Root("traces", trace_root) if trace_root else None
+    a = Audit(run, bundle, export_dir, published, policy, now, trace_root)
     for msg in campaign.problems:
         a.problem("blocking" if "selection_policy" in msg else "warning", "campaign-record", msg)
     manifest, ctrl, cap_dir = a.controller()
@@ -542,7 +542,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     mirror = monitor_mirror(a.bundle, manifest)
     if campaign.trace_dataset and publication is not None:
         link = next((x for x in publication["artifacts"] if x["artifact"] == "training_traces_link" and x["status"] == "present"), None)
-        if link and f"huggingface.co/datasets/{campaign.trace_dataset}" not in link["detail"]:
+        if link and not re.search(r"huggingface\.co/datasets/" + re.escape(campaign.trace_dataset) + r"(?![\w.\-])", link["detail"]):
             a.problem("blocking", "trace-destination-mismatch",
                       f"the model card's Training Traces link ({link['detail']}) is not the campaign's trace dataset {campaign.trace_dataset}")
     if campaign.reclaimed and campaign.reclaim_authorized:

@@ -355,3 +355,21 @@ def write_distcp_checkpoint(d: Path, *, world=2, chunks=2, drop=None, optimizer=
     (hf / "tokenizer.json").write_text("{}")
     (d / "trainer_state.pt").write_bytes(b"x")
     (d / "data.pt").write_bytes(b"x")
+
+
+def snapshot(root):
+    """(mode, size, mtime, sha256) of every entry below ``root``: proves a command wrote nothing."""
+    import hashlib
+    import os
+
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        for n in sorted(dns + fns):
+            p = os.path.join(dp, n)
+            st = os.lstat(p)
+            digest = None
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            out[os.path.relpath(p, root)] = (st.st_mode, st.st_size, st.st_mtime_ns, digest)
+    return out

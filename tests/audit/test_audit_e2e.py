@@ -2,7 +2,6 @@
 candidates, selection, publication, record schema, read-only guarantee, exit codes."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -241,29 +240,15 @@ def test_bad_inputs_reported_not_crashing(tmp_path, B, cli, schema):
     assert any("not a regular file" in p["message"] for p in rec["problems"])
 
 
-def _snapshot(root):
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for n in sorted(dns + fns):
-            p = os.path.join(dp, n)
-            st = os.lstat(p)
-            digest = None
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, root)] = (st.st_mode, st.st_size, st.st_mtime_ns, digest)
-    return out
-
-
 def test_audit_writes_nothing(tmp_path, B, cli):
     root = tmp_path / "tree"
     run, bundle = B.make_run(root, mode="agentic", fail_at=30, tail_attempt_error=True)
     pub = B.make_published(root / "pub", secrets=True)
-    before = _snapshot(tmp_path)
+    before = B.snapshot(tmp_path)
     for fmt in ("json", "markdown"):
         for pol in ([], ["--policy", "ema-reward:alpha=1/3"]):
             cli(run, "--bundle", bundle, "--published-dir", pub, "--export-dir", run / "exports", *pol, fmt=fmt)
-    assert _snapshot(tmp_path) == before
+    assert B.snapshot(tmp_path) == before
 
 
 def test_deterministic_output(std_run, cli):

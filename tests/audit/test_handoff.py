@@ -310,6 +310,40 @@ def test_campaign_trace_destination_must_match_the_card(tmp_path, B, cli):
     assert "trace-destination-mismatch" in _codes(rec, "blocking") and code == 20
 
 
+def test_card_link_to_a_longer_dataset_name_is_a_mismatch(tmp_path, B, cli):
+    paths = list(B.make_agentic_handoff(tmp_path / "rl-run", clean=True))
+    readme = paths[3] / "README.md"
+    readme.write_text(readme.read_text().replace("alice/rl-run-traces", "alice/rl-run-traces-v2"))
+    code, rec, _ = cli(*_handoff_args(*paths))
+    assert "trace-destination-mismatch" in _codes(rec, "blocking")
+
+
+def test_hostile_trace_root(tmp_path, B, cli, schema):
+    run, bundle = B.make_run(tmp_path / "r", mode="agentic")
+    traces = B.make_trace_root(tmp_path / "t")
+    (traces / "rl-run_trace_jobs.manifest.json").write_text('{"objects_skipped": "many"}')
+    outside = tmp_path / "elsewhere.tar"
+    outside.write_bytes(b"x")
+    (traces / "rl-run_trace_jobs.tar").unlink()
+    os.symlink(outside, traces / "rl-run_trace_jobs.tar")
+    (traces / "staging" / "trace_export_manifest.json").write_bytes(b"\xff\xfe{not json")
+    code, rec, _ = cli(run, "--bundle", bundle, "--trace-root", traces)
+    jsonschema.validate(rec, schema)
+    checks = {k["check"]: k for k in rec["trace_rebuild"]["checks"]}
+    assert checks["sync_manifest"]["status"] == "fail" and "not a count or list" in checks["sync_manifest"]["detail"]
+    assert checks["trace_tar"]["status"] == "absent"
+    assert checks["result_coverage"]["status"] == "fail" and "missing or not a number" in checks["result_coverage"]["detail"]
+    assert "unsafe-path" in _codes(rec, "blocking") and code == 20
+
+
+def test_handoff_audit_writes_nothing(tmp_path, B, cli):
+    paths = B.make_agentic_handoff(tmp_path / "rl-run", clean=False)
+    before = B.snapshot(tmp_path)
+    for fmt in ("json", "markdown"):
+        cli(*_handoff_args(*paths), "--break-step", "50", fmt=fmt)
+    assert B.snapshot(tmp_path) == before
+
+
 def test_bad_campaign_record_is_reported(tmp_path, B, cli):
     paths = list(B.make_agentic_handoff(tmp_path / "rl-run", clean=True))
     paths[4].write_text("model_repo: [not, a, repo]\nselection_policy: best-guess\nsurprise: 1\n")
