@@ -43,7 +43,6 @@ class ConfigFacts:
     flat: dict = field(default_factory=dict)
     entrypoint_source: str | None = None
     entrypoint_overrides: dict = field(default_factory=dict)
-    entrypoint_flags: list = field(default_factory=list)
     entrypoint_text: str = ""
     entrypoint_raw: str | None = None
     doc: dict | None = None
@@ -148,7 +147,6 @@ def load_config(run: Root, bundle: Root | None, manifest: dict | None, capture_d
                 tokens = t.split()
             for i, tok in enumerate(tokens):
                 if tok.startswith("--"):
-                    facts.entrypoint_flags.append(tok.split("=", 1)[0])
                     if "=" in tok:
                         facts.entrypoint_overrides.setdefault(tok[2:].split("=", 1)[0].replace("-", "_"), _coerce(tok.split("=", 1)[1]))
                     elif i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):

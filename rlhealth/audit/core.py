@@ -578,7 +578,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
          ", ".join(filter(None, [cfg.source, cfg.entrypoint_source])) or "no resolved config file and no manifest entrypoint")
     tstat = "not applicable" if not agentic else ("present" if trials["trials"] else "absent")
     item("trials (trace_jobs)", tstat, "standard run: no agent harness" if not agentic else
-         (f"{trials['trials']} trial dir(s), {trials['results']} result.json" if trials["trials"] else "no trace_jobs/ trial directories"), required=agentic)
+         (f"{trials['trials']} trial dir(s), {trials['results']} result.json" + (f" (monitor mirror: {mirror['status']}, not the source of record)" if mirror else "")
+          if trials["trials"] else "no trace_jobs/ trial directories"), required=agentic)
     vstat = "not applicable" if not agentic else ("present" if trials["verifier"] else "absent")
     item("verifier artifacts", vstat, "standard run: no verifier" if not agentic else f"{trials['verifier']} trial(s) with verifier/", required=agentic)
     item("trace export manifest", trace_export["status"], trace_export["detail"], required=agentic)
@@ -602,7 +603,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     if er is not None:
         preserved.append({"what": "exports", "path": str(er[1])})
     for loc in trials["locations"]:
-        preserved.append({"what": "trials", "path": loc["path"]})
+        sample = mirror is not None and loc["path"] == mirror["path"]
+        preserved.append({"what": f"trials (monitor mirror, {mirror['status']})" if sample else "trials", "path": loc["path"]})
     if published:
         preserved.append({"what": "published model (downloaded copy)", "path": str(published)})
     if trace_root:
