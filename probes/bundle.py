@@ -595,6 +595,25 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
 
 
+def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_at_boundaries: bool = False,
+                  catalog: Catalog | None = None) -> BundleRead:
+    """One log file routed exactly as ``read_bundle`` routes it: signature occurrences (first per
+    attempt), metric records in every serialization (WANDB_MIRROR JSON and the legacy python-dict
+    blocks), step progress. ``split_at_boundaries``: attempts are numbered at the Iris boundary
+    lines (0 before the first), as for a bundle's finelog; otherwise every line is ``attempt``.
+    Every metric record is kept (no first-occurrence merge: the caller sees repeats)."""
+    from rlhealth.catalog import load_catalog
+    catalog = catalog or load_catalog()
+    read = BundleRead(root=Path(path).parent)
+    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
+    router = _Router(read, catalog, None, source, None if split_at_boundaries else attempt, skip)
+    router.is_finelog = split_at_boundaries
+    read.lines_read = router.scan(scanner_for(catalog), Path(path))
+    read.log_files.append(source)
+    _finish_stats(read, None)
+    return read
+
+
 def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
     """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
     .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""

@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--export-dir", type=Path)
     a.add_argument("--published-dir", type=Path)
     a.add_argument("--policy", help="declared checkpoint selection rule, e.g. ema-reward:alpha=1/3")
+    a.add_argument("--trace-root", type=Path, help="the trace rebuild's root (<job>_trace_jobs.tar, its sync manifest, trace_jobs/, staged export)")
+    a.add_argument("--campaign", type=Path, help="campaign record (YAML/JSON): destinations, selection policy, registration and reclaim authority")
+    a.add_argument("--break-step", type=int, help="first step of a known behavioral break (token salad, reward collapse, broken replay)")
+    a.add_argument("--break-time", help="time of a known behavioral break, ISO-8601")
+    a.add_argument("--diagnosis", type=Path, help="a `rlhealth diagnose --format json` report of the run; places a behavioral break it found")
     a.add_argument("--format", choices=["markdown", "json"], default="markdown")
     a.add_argument("--now", help="evaluation time, ISO-8601 (default: wall clock)")
 
