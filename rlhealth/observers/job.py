@@ -5,6 +5,7 @@ import json
 import re
 
 from rlhealth.facts import Evidence, JobMeasured
+from rlhealth.mode import classify_mode
 from rlhealth.observers.base import Observation, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
@@ -12,7 +13,6 @@ from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.vllm import eager_from_config
 from rlhealth.probes.textio import quote
 
-AGENTIC_MARKERS = re.compile(r"terminal_bench|harbor|daytona|trials[_-]dir|TerminalBenchGenerator|agent_harness|sandbox", re.I)
 MODEL_PATH_RE = re.compile(r"(?:model_path|model\.path|--model|pretrain|model_name)[\"']?\s*[=: ]\s*[\"']?([A-Za-z0-9_./-]+)")
 PARAMS_RE = re.compile(r"(\d+(?:\.\d+)?)[Bb](?:-A(\d+(?:\.\d+)?)[Bb])?\b")
 GPU_RE = re.compile(r"\b(H100|H200|GH200|B200|GB200|A100)\b")
@@ -38,6 +38,14 @@ def config_text(read: BundleRead) -> tuple[str, str]:
         texts.append(pod_args)
         sources.append("pods.json container command/args")
     return "\n".join(texts), " + ".join(sources)
+
+
+def launch_text(read: BundleRead) -> str:
+    """The launch command as written: manifest job.entrypoint, else the task containers' args."""
+    job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
+    if isinstance(job, dict) and job.get("entrypoint"):
+        return str(job["entrypoint"])
+    return pod_launch_args(read)
 
 
 def pod_launch_args(read: BundleRead) -> str:
@@ -71,13 +79,16 @@ def controller_state(read: BundleRead) -> tuple[str | None, str, Evidence | None
     return None, "none", None
 
 
-def _mode(read: BundleRead, text: str, source: str, mode_override: str | None) -> tuple[str | None, str]:
+def _mode(read: BundleRead, source: str, mode_override: str | None) -> tuple[str | None, str]:
+    """Mode by the structure of the launch configuration (rlhealth.mode), else from the launch log."""
     if mode_override:
         return mode_override, "--mode"
     if read.job_info and read.job_info.get("mode_hint") in ("agentic", "standard"):
         return read.job_info["mode_hint"], "capture job.json mode_hint"
-    if text:
-        return ("agentic" if AGENTIC_MARKERS.search(text) else "standard"), source
+    resolved = (read.job_info or {}).get("resolved_config")
+    mode, why = classify_mode(resolved if isinstance(resolved, dict) else None, launch_text(read) or None)
+    if mode != "unknown":
+        return mode, f"{why} ({source})"
     if read.generator_init is not None:
         return "agentic", f"launch log {read.generator_init.source}:{read.generator_init.line}"
     if read.metric_records and min(r.step for r in read.metric_records) <= 1 and read.source_rev is not None:
@@ -97,7 +108,7 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None) ->
         pods_listed = len(read.pods["items"])
     newest = read.newest_evidence
     text, source = config_text(read)
-    mode, mode_source = _mode(read, text, source, mode_override)
+    mode, mode_source = _mode(read, source, mode_override)
     info = read.job_info or {}
     model = info.get("model") or {}
     hardware = info.get("hardware") or {}
