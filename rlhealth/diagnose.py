@@ -87,7 +87,18 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
                   fired_rules=result.fired,
                   problems=[{"source": p.source, "reason": p.reason} for p in obs.read.problems],
                   metric_window=obs.metric_window, phase_table=obs.phase_table, first_error=obs.first_error,
+                  behavioral_break=_behavioral_break(result),
                   derivation=derivation.nodes(), why=derivation.why(decided.fact_id))
+
+
+def _behavioral_break(result: EngineResult) -> dict | None:
+    """The earliest behavioral break the rules placed (a ``behavioral_break`` conclusion)."""
+    breaks = [d for d in result.derived if d.kind == "conclusion" and d.fields.get("name") == "behavioral_break"
+              and isinstance(d.fields.get("step"), int)]
+    first = min(breaks, key=lambda d: (d.fields["step"], d.rule), default=None)
+    if first is None:
+        return None
+    return {"kind": first.fields.get("kind"), "step": first.fields["step"], "evidence": first.statement}
 
 
 def _gate_report(gate: str, gate_facts: list[Derived], standing: list[Derived], derivation: Derivation,

@@ -292,6 +292,10 @@ class DynamicsMeasured(Fact):
     recent_log_ratio_abs_max: float | None = None
     recent_policy_loss_abs_max: float | None = None
     recent_grad_norm_max: float | None = None
+    log_ratio_onset_step: int | None = None
+    """First window step at which log_ratio_abs_max reaches the onset share of its window peak."""
+    policy_loss_onset_step: int | None = None
+    grad_norm_onset_step: int | None = None
     tis_imp_ratio_mean: float | None = None
     reward_first: float | None = None
     reward_last: float | None = None

@@ -76,6 +76,9 @@ class Report(BaseModel):
     metric_window: dict[str, Any] | None = None
     phase_table: list[dict[str, Any]] = Field(default_factory=list)
     first_error: Evidence | None = None
+    behavioral_break: dict[str, Any] | None = None
+    """Where a behavioral break (broken replay, ...) began: {kind, step, evidence}; the audit
+    selects the last checkpoint before it."""
     derivation: list[dict[str, Any]] = Field(default_factory=list)
     """Every derived fact back to the measurements and quoted lines (verdict, gate, conclusion,
     measurement and missing nodes; ``from`` lists the ids a node was derived from)."""

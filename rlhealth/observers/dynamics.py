@@ -18,11 +18,21 @@ def _max(values, absolute=False):
     return max((abs(v) if absolute else v for v in values), default=None)
 
 
+def onset_step(steps: list[int], values: list[float | None], share: float) -> int | None:
+    """The first step whose magnitude reaches ``share`` of the window peak (where a spike began)."""
+    pairs = [(s, abs(v)) for s, v in zip(steps, values) if v is not None and not (math.isnan(v) or math.isinf(v))]
+    peak = max((v for _, v in pairs), default=None)
+    if not peak:
+        return None
+    return next(s for s, v in pairs if v >= share * peak)
+
+
 def observe(obs: Observation) -> None:
     read, records = obs.read, obs.records
     steps = sorted(records)
     window = steps[-int(obs.param["dynamics_window_steps"]):]
     recent = window[-int(obs.param["dynamics_recent_window_steps"]):]
+    share = obs.param["dynamics_onset_share_of_peak_fraction"]
 
     def series(name, which):
         return [v for v in (tp.metric(records[s].metrics, name) for s in which) if v is not None]
@@ -49,6 +59,9 @@ def observe(obs: Observation) -> None:
         recent_log_ratio_abs_max=_max(series("log_ratio_abs_max", recent)),
         recent_policy_loss_abs_max=_max(series("policy_loss", recent), True),
         recent_grad_norm_max=_max(series("grad_norm", recent)),
+        log_ratio_onset_step=onset_step(window, [tp.metric(records[s].metrics, "log_ratio_abs_max") for s in window], share),
+        policy_loss_onset_step=onset_step(window, [tp.metric(records[s].metrics, "policy_loss") for s in window], share),
+        grad_norm_onset_step=onset_step(window, [tp.metric(records[s].metrics, "grad_norm") for s in window], share),
         tis_imp_ratio_mean=imp[-1] if imp else None,
         reward_first=rewards[0] if rewards else None, reward_last=rewards[-1] if rewards else None,
         reward_range=(max(rewards) - min(rewards)) if rewards else None,
