@@ -191,7 +191,7 @@ def test_break_from_the_diagnosis_report(tmp_path, B, cli, capsys, schema):
     jsonschema.validate(rec, schema)
     brk = rec["behavioral_break"]
     assert brk["status"] == "placed" and brk["step"] == 55 and brk["kind"] == "broken replay"
-    assert "gates.dynamics" in brk["source"] and brk["evidence"].startswith("step 55:")
+    assert "behavioral_break" in brk["source"] and "step 55" in brk["evidence"]
     assert brk["last_clean_checkpoint"]["selected"]["id"] == "checkpoint@40"
 
 
