@@ -514,6 +514,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 read.layout = "jupiter"
             elif read.layout == "unknown" and manifest.get("cluster"):
                 read.layout = "iris"
+            _manifest_artifact_errors(read, manifest)
         except JsonReadError as exc:
             read.problems.append(ProblemNote(source="manifest.json", reason=str(exc)))
     # --- capture
@@ -649,6 +650,27 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
         rule = next((r for r in policy["required"] if name.startswith(r["prefix"])), None)
         what = rule["what"] if rule else name
         read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {str(error)[:200]}",
+                                         gate=rule["gate"] if rule else "none"))
+
+
+def _manifest_artifact_errors(read: BundleRead, manifest: dict) -> None:
+    """The watcher's own record of artifacts it failed to sync (manifest.json artifacts.errors)
+    become evidence problems, on the gate rules/capture_probes.yaml names for that artifact."""
+    artifacts = manifest.get("artifacts") if isinstance(manifest.get("artifacts"), dict) else {}
+    errors = artifacts.get("errors")
+    if not isinstance(errors, list):
+        return
+    from rlhealth.catalog import load_capture_probe_policy
+    policy = load_capture_probe_policy()
+    for error in errors[:20]:
+        if isinstance(error, dict):
+            name = str(error.get("artifact") or error.get("name") or error.get("path") or "artifact")
+            text = str(error.get("error") or error.get("reason") or error.get("message") or json.dumps(error, sort_keys=True))
+        else:
+            name, text = str(error).split(":", 1)[0].strip() or "artifact", str(error)
+        rule = next((r for r in policy["artifacts"] if name.startswith(r["prefix"])), None)
+        read.problems.append(ProblemNote(source="manifest.json",
+                                         reason=f"the sync recorded an error for {rule['what'] if rule else name}: {text[:200]}",
                                          gate=rule["gate"] if rule else "none"))
 
 

@@ -247,7 +247,8 @@ def load_catalog() -> Catalog:
 def load_capture_probe_policy() -> dict[str, Any]:
     """rules/capture_probes.yaml: which failed live probes make which gate ERROR."""
     data = _yaml(_read("capture_probes.yaml"))
-    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or [])}
+    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
+            "artifacts": list(data.get("artifacts") or [])}
 
 
 # ----------------------------------------------------------------------------- rule checks

@@ -12,23 +12,13 @@ from typing import Any
 
 from rlhealth.catalog import Catalog
 from rlhealth.engine import EngineResult
-from rlhealth.facts import GATES, Derived, Evidence, Fact
+from rlhealth.facts import Derived, Evidence, Fact
 
-# Which measurements each gate reads (named when no rule concluded on a gate).
-GATE_INPUTS = {
-    "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "problem"),
-    "resources": ("engines", "throughput", "gpu_role", "pods", "signature", "problem"),
-    "rollouts": ("job", "trials", "std_rollouts", "problem"),
-    "dynamics": ("trainer", "dynamics", "problem"),
-    "restarts": ("restarts",),
-}
 _WHY_LINES = 60
 
 
 def _summary(fact: Fact) -> str:
-    data = fact.model_dump(mode="json", exclude={"evidence", "fact_id", "kind"})
-    shown = [f"{k}={v}" for k, v in data.items() if v not in (None, "", False, 0, 0.0) and not isinstance(v, (dict, list))]
-    return f"{fact.kind} {fact.fact_id.partition(':')[2] or ''}".strip() + ": " + (", ".join(shown[:12]) or "nothing measured")
+    return fact.summary()
 
 
 class Derivation:
@@ -106,11 +96,10 @@ class Derivation:
         return {"id": fid, "kind": "measurement", "from": [], "evidence": evidence, "statement": _summary(fact)}
 
     def _gate_inputs(self, gate: str) -> str:
-        kinds = GATE_INPUTS.get(gate, ())
-        present = [_summary(f) for f in sorted(self.measured.values(), key=lambda f: f.fact_id) if f.kind in kinds]
-        return (f"no rule concluded on gate {gate}; evidence present: " + ("; ".join(present) if present else "none")
-                + (f"; absent: {', '.join(k for k in kinds if not any(f.kind == k for f in self.measured.values()))}"
-                   if any(not any(f.kind == k for f in self.measured.values()) for k in kinds) else ""))
+        slot = self.measured.get(f"gate_slot:{gate}")
+        present = getattr(slot, "present", "none")
+        absent = getattr(slot, "absent", "none")
+        return f"no rule concluded on gate {gate}; evidence present: {present}; absent: {absent}"
 
     # ------------------------------------------------------------------ Markdown WHY
     def why(self, verdict_id: str) -> list[str]:

@@ -65,6 +65,12 @@ class Fact(BaseModel):
     fact_id: str
     evidence: tuple[Evidence, ...] = ()
 
+    def summary(self) -> str:
+        """``kind [subject]: field=value, ...`` over the fields that carry a value (at most 12)."""
+        data = self.model_dump(mode="json", exclude={"evidence", "fact_id", "kind"})
+        shown = [f"{k}={v}" for k, v in data.items() if v not in (None, "", False, 0, 0.0) and not isinstance(v, (dict, list))]
+        return f"{self.kind} {self.fact_id.partition(':')[2]}".strip() + ": " + (", ".join(shown[:12]) or "nothing measured")
+
     def engine_payload(self) -> dict[str, Any]:
         """The fact as the rule engine sees it: scalar fields, None left out, evidence left out."""
         data = self.model_dump(mode="json", exclude={"evidence"})
@@ -195,7 +201,8 @@ class ThroughputMeasured(Fact):
     healthy_low_tok_s: float | None = None
     single_stream_bound_tok_s: float | None = None
     table_source: str | None = None
-    floor_unknown_reason: str | None = None
+    floor_assumption: str | None = None
+    """Set when the model or GPU was unknown: which conservative row the floor assumes."""
 
 
 class GpuRoleMeasured(Fact):
@@ -340,6 +347,27 @@ class GateSlot(Fact):
     """One gate to be decided (every gate gets a status, even when no rule concluded)."""
     kind: Literal["gate_slot"] = "gate_slot"
     gate: str
+    present: str = "none"
+    """The measurements this gate reads that were present (named when no rule concludes)."""
+    absent: str = "none"
+
+
+# Which measurement kinds each gate reads (named when no rule concluded on a gate).
+GATE_INPUTS = {
+    "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "problem"),
+    "resources": ("engines", "throughput", "gpu_role", "pods", "signature", "problem"),
+    "rollouts": ("job", "trials", "std_rollouts", "problem"),
+    "dynamics": ("trainer", "dynamics", "problem"),
+    "restarts": ("restarts",),
+}
+
+
+def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
+    kinds = GATE_INPUTS.get(gate, ())
+    present = [f.summary() for f in sorted(facts, key=lambda f: f.fact_id) if f.kind in kinds]
+    absent = [k for k in kinds if not any(f.kind == k for f in facts) and k != "problem"]
+    return GateSlot(fact_id=f"gate_slot:{gate}", gate=gate, present="; ".join(present) or "none",
+                    absent=", ".join(absent) or "none")
 
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (

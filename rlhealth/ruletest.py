@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from rlhealth.catalog import Catalog, load_catalog
 from rlhealth.engine import EngineError, EngineResult, run_rules
-from rlhealth.facts import GATES, MEASUREMENTS, REPORTED_APART, Fact, GateSlot
+from rlhealth.facts import GATES, MEASUREMENTS, REPORTED_APART, Fact, gate_slot
 
 _EXPECT_KEYS = {"name", "facts", "fires", "does_not_fire", "gates", "verdict", "confidence", "conclusions",
                 "no_conclusions", "description"}
@@ -86,7 +86,7 @@ def build_facts(overrides: dict[str, Any] | None, defaults: dict[str, dict[str, 
         if kind not in MEASUREMENTS:
             raise ValueError(f"fact {fact_id}: unknown kind {kind!r}")
         facts.append(MEASUREMENTS[kind](fact_id=fact_id, **fields))
-    facts += [GateSlot(fact_id=f"gate_slot:{g}", gate=g) for g in GATES + REPORTED_APART]
+    facts += [gate_slot(g, list(facts)) for g in GATES + REPORTED_APART]
     return facts
 
 

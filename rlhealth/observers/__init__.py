@@ -9,7 +9,7 @@ Measurement windows (how many recent steps or seconds a summary covers) are name
 from __future__ import annotations
 
 from rlhealth.catalog import Catalog
-from rlhealth.facts import GATES, REPORTED_APART, GateSlot
+from rlhealth.facts import GATES, REPORTED_APART, gate_slot
 from rlhealth.observers.base import Observation
 from rlhealth.observers import (dynamics, engines, gpus, job, pods, problems, restarts, rollouts_std, signatures,
                                 stacks, trainer, trials)
@@ -33,6 +33,7 @@ def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
     rollouts_std.observe(obs)
     dynamics.observe(obs)
     restarts.observe(obs)
+    measured = list(obs.facts)
     for gate in GATES + REPORTED_APART:
-        obs.facts.append(GateSlot(fact_id=f"gate_slot:{gate}", gate=gate))
+        obs.facts.append(gate_slot(gate, measured))
     return obs

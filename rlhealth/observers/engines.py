@@ -66,21 +66,28 @@ def observe(obs: Observation) -> None:
 
 
 def throughput_floor(obs: Observation) -> dict:
-    """The decode-throughput table row nearest the model's active parameters, scaled to the GPU's
-    HBM bandwidth (rules/tables/*.csv), or why no row applies."""
+    """The decode-throughput table row for the model's active parameters, scaled to the GPU's HBM
+    bandwidth (rules/tables/*.csv). When the model or the GPU is unknown, the most conservative
+    row the tables justify (the lowest floor) is used and the assumption is named."""
     job, catalog = obs.job, obs.catalog
     active, gpu = job.get("active_params_b"), job.get("gpu")
-    if not active:
-        return {"floor_unknown_reason": "model active parameters unknown"}
     hbm = {row["gpu"]: row for row in catalog.hbm_bandwidth}
-    row = min(catalog.decode_table, key=lambda r: abs(math.log(r["active_params_b"] / active)))
-    if not gpu:
-        return {"table_row": row["model_class"], "floor_unknown_reason": "GPU type unknown"}
-    if gpu not in hbm:
-        return {"table_row": row["model_class"], "floor_unknown_reason": f"GPU {gpu} not in the bandwidth table"}
-    gpu_row, h100 = hbm[gpu], hbm["H100-80GB-SXM"]
-    scale = gpu_row["hbm_bandwidth_tb_s"] / h100["hbm_bandwidth_tb_s"]
-    single_stream = gpu_row["hbm_bandwidth_tb_s"] * 1e12 / (2 * active * 1e9 * 2)   # bf16: HBM_BW / (2 x bytes)
-    return {"table_row": row["model_class"], "gpu": gpu, "floor_tok_s": round(row["awful_below_tok_s"] * scale, 1),
+    assumptions = []
+    if active:
+        row = min(catalog.decode_table, key=lambda r: abs(math.log(r["active_params_b"] / active)))
+    else:
+        row = min(catalog.decode_table, key=lambda r: (r["awful_below_tok_s"], -r["active_params_b"]))
+        assumptions.append(f"model active parameters unknown: assumed the lowest-floor row {row['model_class']}")
+    if gpu in hbm:
+        gpu_row = hbm[gpu]
+    else:
+        gpu_row = min(hbm.values(), key=lambda r: r["hbm_bandwidth_tb_s"])
+        assumptions.append((f"GPU {gpu} not in the bandwidth table" if gpu else "GPU type unknown")
+                           + f": assumed the slowest GPU in the table, {gpu_row['gpu']}")
+    scale = gpu_row["hbm_bandwidth_tb_s"] / hbm["H100-80GB-SXM"]["hbm_bandwidth_tb_s"]
+    active_b = active or row["active_params_b"]
+    single_stream = gpu_row["hbm_bandwidth_tb_s"] * 1e12 / (2 * active_b * 1e9 * 2)   # bf16: HBM_BW / (2 x bytes)
+    return {"table_row": row["model_class"], "gpu": gpu_row["gpu"], "floor_tok_s": round(row["awful_below_tok_s"] * scale, 1),
             "healthy_low_tok_s": round(row["healthy_aggregate_low_tok_s"] * scale, 1),
-            "single_stream_bound_tok_s": round(single_stream, 1), "table_source": f"{row['source']}; {gpu_row['source']}"}
+            "single_stream_bound_tok_s": round(single_stream, 1), "table_source": f"{row['source']}; {gpu_row['source']}",
+            "floor_assumption": "; ".join(assumptions) or None}
