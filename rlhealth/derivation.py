@@ -112,6 +112,9 @@ class Derivation:
                 return
             pad = "  " * depth
             if fid in self.measured:
+                if fid in shown:
+                    return
+                shown.add(fid)
                 fact = self.measured[fid]
                 if fact.kind == "gate_slot":
                     lines.append(f"{pad}<- missing: {self._gate_inputs(fact.gate)}")

@@ -30,6 +30,8 @@ def _run(d, monkeypatch, fmt="json"):
 def test_corpus_is_big_enough():
     ids = [load_expected(d)["id"] for d in INCIDENTS]
     assert len(ids) >= 28 and len(set(ids)) == len(ids)
+    kills = [load_expected(d) for d in INCIDENTS if load_expected(d)["verdict"] == "KILL"]
+    assert kills
     assert [d.name for d in INCIDENTS] == sorted(ids)
     baselines = [d for d in INCIDENTS if "baseline" in d.name]
     assert len(baselines) >= 3
@@ -41,6 +43,11 @@ def test_incident(d, monkeypatch, update_golden):
     doc = report.to_json_dict()
     jsonschema.validate(doc, SCHEMA)
     assert doc["verdict"] == expected["verdict"], doc["reasoning"]
+    if "confidence" in expected:
+        assert doc["confidence"] == expected["confidence"]
+    if doc["verdict"] == "KILL":
+        assert doc["handoff"], "every KILL carries a HANDOFF"
+        assert doc["next_action"].startswith("Recommend KILL") and len(doc["next_action"]) > 80, doc["next_action"]
     assert doc["mode"] == expected["mode"]
     assert doc["terminal"] == expected["terminal"]
     for gate, status in expected["gates"].items():
@@ -57,6 +64,8 @@ def test_incident(d, monkeypatch, update_golden):
         assert needle in doc["gates"][gate]["finding"], (gate, doc["gates"][gate]["finding"])
     if expected.get("mode_source_contains"):
         assert expected["mode_source_contains"] in doc["mode_source"], doc["mode_source"]
+    if expected.get("reasoning_contains"):
+        assert expected["reasoning_contains"] in doc["reasoning"], doc["reasoning"]
     if expected.get("first_error_contains"):
         assert expected["first_error_contains"] in (doc["first_error"] or {}).get("text", "")
     for gate in doc["gates"].values():
