@@ -71,12 +71,27 @@ def test_incident(d, monkeypatch, update_golden):
     for gate in doc["gates"].values():
         for ev in gate["evidence"]:
             assert len(ev["text"]) <= 500
+            _assert_quote_is_the_line(d, ev)
     golden = d / "report.golden.md"
     markdown = render(report, "markdown")
     if update_golden:
         golden.write_text(markdown)
     assert golden.exists(), f"{golden} is missing: review the report, then write it with scripts/test --update-golden"
     assert markdown == golden.read_text()
+
+
+def _assert_quote_is_the_line(d, ev):
+    """A quote with a line number and no summary flag is that line as read (cleaned, redacted, cut)."""
+    from rlhealth.probes.textio import clean_line, quote
+    if ev.get("summary") or not ev.get("line"):
+        return
+    path = d / "bundle" / ev["source"]
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if n == ev["line"]:
+                assert ev["text"] == quote(clean_line(raw)), (ev, clean_line(raw)[:200])
+                return
+    raise AssertionError(f"{ev['source']} has no line {ev['line']}")
 
 
 @pytest.mark.parametrize("d", [d for d in INCIDENTS if "baseline" in d.name], ids=lambda d: d.name)
