@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -117,3 +118,8 @@ def test_adapter_registers_no_durable_callback_that_calls_pyeval_callobject(monk
                     finding="v={{ m.v }}")
     result = run_rules([spec], [make_fact("k", "a", v=9)], {})
     assert [f.finding for f in result.findings] == ["v=9"]
+
+
+def test_readme_install_command_carries_the_flag_the_error_message_names():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"{durable_loader.STRICT_COMPILER_BUILD_ENV} .venv/bin/pip install ." in readme
