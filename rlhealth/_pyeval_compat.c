@@ -8,7 +8,9 @@
  * durable_rules_engine, and only when that import fails for this symbol.
  *
  * Contract: same behaviour as CPython 3.12's PyEval_CallObject: args is a tuple or NULL (else
- * TypeError); returns a new reference, or NULL with an exception set.
+ * TypeError); returns a new reference, or NULL with an exception set. A caller compiled without a
+ * declaration keeps only the low 32 bits of the result: durable-rules calls it only from callbacks
+ * rlhealth never registers, so this module serves the dynamic linker, not those calls.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     except EngineUnavailable as exc:  # an installation problem, not a bug: the message is the fix
         print(f"rlhealth: {exc}", file=sys.stderr)
         if fmt == "json" and args.command in ("diagnose", "probe"):
-            _emit_failure_report(args, exc.cause, reasoning=f"Not diagnosed: {exc.cause}.", next_action=f"Fix: {exc.fix}.",
+            _emit_failure_report(args, exc.cause, reasoning=f"Not diagnosed: {exc.cause}.",
+                                 next_action=f"Fix: {exc.fix}.",
                                  flip_signal="rlhealth rerun after the fix loads its rule engine.",
                                  gate_finding="not evaluated: the rule engine cannot load")
         return EXIT_INTERNAL

@@ -4,11 +4,14 @@ supported Python, or raises ``EngineUnavailable`` naming the Python, the cause a
 durable-rules 2.0.28 (sdist only) calls the C-API function ``PyEval_CallObject``. Up to Python 3.12
 that name is a header macro; 3.13 removed it, so on 3.13+:
 
-- a compiler that accepts implicit declarations (gcc <= 13, clang <= 15) builds an extension that
+- a compiler that only warns about implicit declarations (gcc <= 13) builds an extension that
   references a symbol no interpreter exports. The project's own extension
   ``rlhealth._pyeval_compat`` exports it; it is loaded here with global symbol visibility, and
-  only when the plain import of ``durable_rules_engine`` fails for exactly that symbol.
-- a compiler that rejects implicit declarations (gcc >= 14, clang >= 16, Apple clang) cannot build
+  only when the plain import of ``durable_rules_engine`` fails for exactly that symbol. Such a
+  build treats the call's result as an ``int`` (implicit declaration), so only the symbol is
+  repaired: durable calls it solely from its message-store/queue/idle-state callbacks, which the
+  engine adapter never registers (tests/unit/test_durable_loader.py holds it to that).
+- a compiler that rejects implicit declarations (gcc >= 14, clang >= 15, Apple clang) cannot build
   durable-rules at all unless the build is given the declaration: ``STRICT_COMPILER_BUILD_ENV``
   (an environment variable for ``pip install``; durable-rules' setup.py replaces ``CFLAGS``, so
   ``CPPFLAGS`` is the variable that reaches its compiler). An extension built that way calls
@@ -54,7 +57,7 @@ def python_label() -> str:
 def fix_hint() -> str:
     """What the operator does about an unloadable durable-rules."""
     return (f"reinstall rlhealth into a fresh virtual environment of Python {SUPPORTED_PYTHONS} with a C "
-            f"compiler present (`pip install .`); on Python 3.13+ with gcc 14+, clang 16+ or Apple clang, "
+            f"compiler present (`pip install .`); on Python 3.13+ with gcc 14+, clang 15+ or Apple clang, "
             f"where durable-rules fails to compile (implicit declaration of '{MISSING_SYMBOL}'), run "
             f"`{STRICT_COMPILER_BUILD_ENV} pip install .`")
 
