@@ -100,24 +100,23 @@ def test_unloadable_engine_exits_1_with_a_json_report_naming_python_cause_and_fi
     assert PYTHON in res.stderr and "Traceback" not in res.stderr
 
 
-def test_adapter_registers_no_durable_callback_that_calls_pyeval_callobject(monkeypatch):
+def test_adapter_registers_no_durable_callback_that_calls_pyeval_callobject(monkeypatch, capsys):
     """durable's C extension reaches PyEval_CallObject only through its message-store/queue/idle
     callbacks; built on 3.13 by a lenient compiler those call sites keep only 32 bits of the
-    returned pointer (implicit int), so the adapter must never register them."""
-    from rlhealth.engine import durable_rules_engine, run_rules
-    from rlhealth.catalog import RuleSpec
-    from rlhealth.facts import make_fact
+    returned pointer (implicit int), so a whole diagnosis must never register them."""
+    from rlhealth import cli
+    from rlhealth.engine import durable_rules_engine
 
     def refuse(*_args):
         raise AssertionError("a durable callback that goes through PyEval_CallObject was registered")
 
-    for name in dir(durable_rules_engine):
-        if name.startswith("set_") and name.endswith("_callback"):
-            monkeypatch.setattr(durable_rules_engine, name, refuse)
-    spec = RuleSpec(id="liveness.t", gate="liveness", status="FAIL", when={"m": {"kind": "k", "v": {"gt": 1}}},
-                    finding="v={{ m.v }}")
-    result = run_rules([spec], [make_fact("k", "a", v=9)], {})
-    assert [f.finding for f in result.findings] == ["v=9"]
+    callbacks = [n for n in dir(durable_rules_engine) if n.startswith("set_") and n.endswith("_callback")]
+    assert "set_store_message_callback" in callbacks
+    for name in callbacks:
+        monkeypatch.setattr(durable_rules_engine, name, refuse)
+    d = next(d for d in incident_dirs() if "colocated-wedge" in d.name)
+    code = cli.main(["diagnose", str(d / "bundle"), "--now", load_expected(d)["now"], "--format", "json"])
+    assert code == 10 and json.loads(capsys.readouterr().out)["verdict"] == "KILL"
 
 
 def test_readme_install_command_carries_the_flag_the_error_message_names():
