@@ -39,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
-import durable_rules_engine
-from durable import engine as durable_engine
 
 from rlhealth.catalog import RuleSpec
+from rlhealth.durable_loader import import_durable
 from rlhealth.facts import Derived, Fact
+
+durable_rules_engine, durable_engine = import_durable()
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
