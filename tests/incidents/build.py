@@ -1228,7 +1228,7 @@ def last_retry_stalled(b_root):
 def gpu_memory_pinned_stalled(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
     b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
-    b.capture(at(200), polls=polls({"policy": 99.0, "inference": 0.0}, mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
+    b.capture(at(200), polls=polls({"policy": 0.0, "inference": 0.0}, mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
               state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
                      "attempts": []})
     return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(resources="FAIL"),
