@@ -1331,6 +1331,20 @@ def standard_bring_up_early(b_root):
 
 
 @incident
+def controller_counted_failure(b_root):
+    b = agentic_running(b_root)
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 1, "preemption_count": 0, "max_retries": 3,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0")]})
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=1, same_failure=False, max_retries=3, remaining=2),
+                fired=["restarts.controller_failures_only"], evidence=[],
+                description="The controller counts one failed attempt that left no record or log; the run is healthy.")
+
+
+@incident
 def bring_up_stuck(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(235))
     b.lines("finelog.log", [
