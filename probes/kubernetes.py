@@ -36,12 +36,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import yaml
 
-from rlhealth.cli import UsageError, parse_duration
+from rlhealth.probes import live
+from rlhealth.probes.options import ProbeOptions
+from rlhealth.usage import UsageError
 from rlhealth.probes.allowlist import CommandRefused, check_command
 from rlhealth.probes.capture import (CaptureWriter, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
                                      utc_iso)
 from rlhealth.probes.parse import iris as iris_parse
 from rlhealth.probes.parse import kubernetes as kparse
+from rlhealth.probes.parse.roles import load_role_table
 from rlhealth.probes.parse.nvidia_smi import QUERY_GPU_ARG, parse_compute_apps, parse_query_gpu
 
 # Bounds (a capture must stay small and quick whatever the job prints).
@@ -148,10 +151,6 @@ def _make_client(kubeconfig: str | None, context: str | None, temp_dir: str):
 
 # --------------------------------------------------------------------------- data files
 
-@lru_cache(maxsize=1)
-def load_role_table() -> kparse.RoleTable:
-    text = resources.files("rlhealth.rules").joinpath("process_roles.yaml").read_text()
-    return kparse.RoleTable.from_data(yaml.safe_load(text))
 
 
 # --------------------------------------------------------------------------- the session
@@ -203,14 +202,14 @@ def _api_error(exc: BaseException) -> tuple[str, int | None]:
 
 
 class _Probe:
-    def __init__(self, args, now: datetime, writer: CaptureWriter, bundle: Path, job_id: str,
+    def __init__(self, args: ProbeOptions, now: datetime, writer: CaptureWriter, bundle: Path, job_id: str,
                  cluster: str, manifest: dict | None):
         self.args, self.now, self.writer, self.bundle = args, now, writer, bundle
         self.job_id, self.cluster, self.manifest = job_id, cluster, manifest
         self.namespace = args.namespace or "iris"
-        self.deadline = _Deadline(parse_duration(args.deadline))
-        self.command_timeout = parse_duration(args.command_timeout)
-        self.poll_interval = parse_duration(args.poll_interval)
+        self.deadline = _Deadline(args.deadline_s)
+        self.command_timeout = args.command_timeout_s
+        self.poll_interval = args.poll_interval_s
         self.polls = max(1, int(args.polls or 1))
         self.m0 = time.monotonic()
         self.api = self.api_client = self.stream = None
@@ -234,7 +233,7 @@ class _Probe:
             t = utc_iso(self.clock())
             self.writer.record(ProbeRecord(
                 name="deadline", started_at=t, finished_at=t,
-                error=f"probe deadline {self.args.deadline} reached; not started: {what} and everything after it"))
+                error=f"probe deadline {self.args.deadline_text} reached; not started: {what} and everything after it"))
         return True
 
     def record(self, name: str, started: datetime, *, api: str | None = None, argv: list[str] | None = None,
@@ -561,7 +560,7 @@ class _Probe:
             self.deadline_noted = True
             t = utc_iso(self.clock())
             self.writer.record(ProbeRecord(name="deadline", started_at=t, finished_at=t,
-                                           error=f"probe deadline {self.args.deadline} leaves no time for: {what}"))
+                                           error=f"probe deadline {self.args.deadline_text} leaves no time for: {what}"))
         return True
 
     def poll(self, pod: str, i: int, inventory: list[dict], ps: list[dict]) -> list[GpuPoll]:
@@ -654,7 +653,7 @@ def bundle_dir(bundle_root: Path, cluster: str, job_id: str) -> Path:
     return Path(bundle_root).expanduser() / "jobs" / cluster / user / job
 
 
-def capture(args, *, now: datetime | None = None) -> Path:
+def capture(args: ProbeOptions, *, now: datetime | None = None) -> Path:
     """Capture one Iris job's live evidence into its bundle; return the bundle directory.
 
     Raises ``UsageError`` only for bad arguments; every cluster-side fault is recorded.
@@ -668,8 +667,6 @@ def capture(args, *, now: datetime | None = None) -> Path:
     cluster = args.cluster or ""
     if not cluster or "/" in cluster or cluster in (".", ".."):
         raise UsageError("--cluster: the Iris cluster name is required for --backend iris (e.g. cw-us-east-02a)")
-    for name in ("deadline", "command_timeout", "poll_interval"):
-        parse_duration(getattr(args, name))  # UsageError on a bad duration
     bundle = bundle_dir(args.bundle_root, cluster, job_id)
     manifest = None
     manifest_path = bundle / "manifest.json"

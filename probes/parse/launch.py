@@ -1,0 +1,168 @@
+"""The launch of a job, from what the probes read: the resolved configuration file, the launch
+command line (Slurm batch script, container command and args) and the scheduler's job record.
+
+Pure functions; each value comes with where it was read (``"<capture-relative file>:<line>"`` or
+``"<file>: <config key>"``), so ``job.json`` can name its sources. Mode is classified by the same
+configuration-key classifier the audit uses (``rlhealth.audit.config``); model parameters are read
+from the model name (``Qwen3-8B`` -> 8, ``Qwen3-30B-A3B`` -> 30 total, 3 active).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+import yaml
+
+from rlhealth.audit.config import AGENTIC_FLAG, CONFIG_FILES, ConfigFacts, flatten  # noqa: F401 (CONFIG_FILES re-exported)
+
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_LAUNCH_ARGS = 4000
+PARAMS = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[Bb](?:-A(\d+(?:\.\d+)?)[Bb])?(?![A-Za-z0-9])")
+# config key suffixes naming the policy model, in priority order
+MODEL_KEYS = ("policy.model.path", "trainer.policy.model.path", "model.path", "model_path", "model_name",
+              "pretrain", "model")
+MODEL_FLAGS = ("--model", "--model-path", "--model_path", "--pretrain")
+MAX_RETRIES_FLAG = re.compile(r"^--max[-_]retries(?:=(\d+))?$")
+MAX_RETRIES_ASSIGN = re.compile(r"^(?:export\s+)?(?:IRIS_)?MAX_RETRIES=(\d+)$")
+# placement settings (config key suffix -> PlacementInfo field)
+PLACEMENT_KEYS = {
+    "colocate_all": "colocate_all",
+    "num_inference_engines": "num_inference_engines",
+    "inference_engine_tensor_parallel_size": "inference_tp",
+    "n_concurrent_trials": "n_concurrent_trials",
+    "max_num_seqs": "max_num_seqs",
+    "policy_num_gpus_per_node": "policy_gpus_per_node",
+    "policy_num_nodes": "policy_nodes",
+}
+_GRES_GPU = re.compile(r"gres/gpu(?::([A-Za-z0-9_-]+))?=(\d+)")
+
+
+def parse_config(text: str, name: str) -> tuple[dict | None, str | None]:
+    """(mapping, error) of a configuration file's text (JSON for ``.json``, else YAML)."""
+    try:
+        doc = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        return None, f"does not parse: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    if not isinstance(doc, dict):
+        return None, f"not a mapping (top level is {type(doc).__name__})"
+    return doc, None
+
+
+def script_args(text: str) -> list[tuple[int, str]]:
+    """Tokens of a shell script's command lines with their 1-based line numbers: comments,
+    ``#SBATCH`` lines and blank lines skipped, backslash continuations joined, unbalanced quotes
+    split on whitespace."""
+    out: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if not pending:
+            start = lineno
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        full, pending = pending + line, ""
+        try:
+            tokens = shlex.split(full, comments=True)
+        except ValueError:
+            tokens = full.split()
+        out += [(start, t) for t in tokens]
+        if len(out) >= MAX_LAUNCH_ARGS:
+            break
+    return out[:MAX_LAUNCH_ARGS]
+
+
+def params_from_name(name: str) -> tuple[float, float] | None:
+    """(total, active) billions of parameters from a model name; None when the name has no size."""
+    m = None
+    for m in PARAMS.finditer(name.rsplit("/", 1)[-1]):
+        pass
+    if m is None:
+        return None
+    total = float(m.group(1))
+    return total, float(m.group(2)) if m.group(2) else total
+
+
+def model_from(flat: dict, config_source: str | None, args: list[tuple[str, int | None, str]]) -> dict | None:
+    """``{"name", "total_params_b", "active_params_b", "source"}`` from the config keys, else the
+    launch arguments (``--model X``, ``...model.path=X``); None when no model name with a size is found."""
+    candidates: list[tuple[str, str]] = []
+    for suffix in MODEL_KEYS:
+        for key in sorted(flat):
+            if (key == suffix or key.endswith("." + suffix)) and isinstance(flat[key], str) and flat[key].strip():
+                candidates.append((flat[key].strip(), f"{config_source}: {key}"))
+    for i, (token, line, source) in enumerate(args):
+        where = f"{source}:{line}" if line else source
+        if token in MODEL_FLAGS and i + 1 < len(args):
+            candidates.append((args[i + 1][0], where))
+        elif "=" in token:
+            key, _, value = token.lstrip("+-").partition("=")
+            if any(key == s or key.endswith("." + s) for s in MODEL_KEYS) or key in ("model", "model-path"):
+                candidates.append((value.strip("'\""), where))
+    for name, source in candidates:
+        sizes = params_from_name(name)
+        if sizes:
+            return {"name": name, "total_params_b": sizes[0], "active_params_b": sizes[1], "source": source}
+    return None
+
+
+def max_retries_from(args: list[tuple[str, int | None, str]]) -> tuple[int, str] | None:
+    """The gang retry budget from the launch arguments: ``--max-retries N``, ``--max-retries=N``
+    (``--max_retries``), or a ``MAX_RETRIES=N`` assignment in a launch script."""
+    for i, (token, line, source) in enumerate(args):
+        where = f"{source}:{line}" if line else source
+        m = MAX_RETRIES_FLAG.match(token)
+        if m:
+            value = m.group(1) or (args[i + 1][0] if i + 1 < len(args) else "")
+            if value.isdigit():
+                return int(value), where
+        m = MAX_RETRIES_ASSIGN.match(token)
+        if m:
+            return int(m.group(1)), where
+    return None
+
+
+def mode_from(flat: dict, config_source: str | None, args: list[tuple[str, int | None, str]]) -> tuple[str, str] | None:
+    """(mode, evidence) by the audit's configuration-key classifier; None when there is neither a
+    configuration nor launch arguments."""
+    flags = [t for t, _, _ in args if t.startswith("--")]
+    overrides = {}
+    for token, _, _ in args:
+        m = re.match(r"^\+{0,2}([A-Za-z_][\w.\-]*)=(.*)$", token)
+        if m:
+            overrides[m.group(1)] = m.group(2)
+    if config_source is None and not args:
+        return None
+    facts = ConfigFacts(source=config_source, flat=flat, entrypoint_source="launch arguments" if args else None,
+                        entrypoint_overrides=overrides, entrypoint_flags=flags)
+    mode, keys = facts.mode()
+    if mode not in ("agentic", "standard"):
+        return None
+    where = config_source or args[0][2]
+    return mode, (f"{where}: agentic keys {', '.join(keys)}" if keys else f"{where}: no agent-harness key")
+
+
+def placement_from(flat: dict) -> dict[str, Any]:
+    """Placement settings found in the configuration (by key suffix), with the key each came from."""
+    out: dict[str, Any] = {}
+    for key in sorted(flat):
+        for suffix, field in PLACEMENT_KEYS.items():
+            if (key == suffix or key.endswith("." + suffix)) and field not in out and not isinstance(flat[key], (dict, list)):
+                out[field] = (flat[key], key)
+    return out
+
+
+def gres_gpus(tres: str | None) -> tuple[str | None, int | None]:
+    """``cpu=8,mem=64G,node=2,gres/gpu:h100=8`` -> (``"h100"``, 8) (type None when untyped)."""
+    if not tres:
+        return None, None
+    found = _GRES_GPU.findall(tres)
+    if not found:
+        return None, None
+    typed = [f for f in found if f[0]]
+    kind, count = (typed or found)[0]
+    return (kind or None), int(count)
