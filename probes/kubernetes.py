@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
@@ -40,12 +41,13 @@ from rlhealth.probes import live
 from rlhealth.probes.options import ProbeOptions
 from rlhealth.usage import UsageError
 from rlhealth.probes.allowlist import CommandRefused, check_command
-from rlhealth.probes.capture import (CaptureWriter, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
+from rlhealth.probes.capture import (CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
                                      utc_iso)
 from rlhealth.probes.parse import iris as iris_parse
 from rlhealth.probes.parse import kubernetes as kparse
 from rlhealth.probes.parse.roles import load_role_table
-from rlhealth.probes.parse.nvidia_smi import QUERY_GPU_ARG, parse_compute_apps, parse_query_gpu
+from rlhealth.probes.parse import launch as lp
+from rlhealth.probes.parse.nvidia_smi import HEALTH_ARGS, QUERY_GPU_ARG, parse_compute_apps, parse_query_gpu
 
 # Bounds (a capture must stay small and quick whatever the job prints).
 LOG_TAIL_LINES = 20000
@@ -63,6 +65,7 @@ QUERY_GPU_ARGV = ["nvidia-smi", QUERY_GPU_ARG, "--format=csv,noheader"]
 COMPUTE_APPS_ARGV = ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
                      "--format=csv,noheader"]
 PS_ARGV = ["ps", "-eo", "pid,args", "--no-headers", "-ww"]
+DMESG_ARGV = ["dmesg", "--time-format=iso", "--level=err,crit,alert,emerg"]
 RAY_LS_ARGV = ["ls", "-la", "--time-style=full-iso", "--", RAY_LOG_DIR]
 _RAY_FILE_PRIORITY = [re.compile(p) for p in (
     r"^raylet\.(out|err)$", r"^gcs_server\.(out|err)$", r"^python-core-driver-.*\.log$",
@@ -553,7 +556,97 @@ class _Probe:
         if self.polls == 1:
             self.stacks_and_ray_logs(targets, ps_rows)
         self.writer.write_jsonl("gpu_polls.jsonl", rows)
-        self.job_info(targets, inventory)
+        self.gpu_health(targets)
+        self.flight_recorder(targets, ps_rows)
+        launch = self.launch(targets, ps_rows)
+        self.job_info(targets, inventory, launch)
+
+    def gpu_health(self, targets: list[kparse.PodInfo]) -> None:
+        """``nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`` and the kernel log (Xid) once per pod."""
+        sources = []
+        for pod in targets:
+            if self.out_of_time(f"GPU health of {pod.name}"):
+                break
+            h = self.exec(pod.name, ["nvidia-smi", *HEALTH_ARGS], "exec:nvidia-smi-health",
+                          f"raw/exec/{pod.name}/nvidia-smi-health.txt")
+            if self.out_of_time(f"kernel log of {pod.name}"):
+                break
+            k = self.exec(pod.name, DMESG_ARGV, "exec:dmesg", f"raw/exec/{pod.name}/dmesg.txt")
+            sources.append((pod.name, f"raw/exec/{pod.name}/nvidia-smi-health.txt" if h.exit_code == 0 else None,
+                            f"raw/exec/{pod.name}/dmesg.txt" if k.exit_code == 0 else None))
+        live.write_gpu_health(self.writer.dir, [s for s in sources if s[1] or s[2]])
+
+    def flight_recorder(self, targets: list[kparse.PodInfo], ps_rows: dict[str, list[dict]]) -> None:
+        """The NCCL flight-recorder dumps of the trainer processes, fetched read-only when the pod logs
+        show a hang signature or a stall (``rules/live_evidence.yaml``), and their summary."""
+        logs = [(self.writer.dir / "pod_logs" / f"{p.name}.log", f"pod_logs/{p.name}.log") for p in targets]
+        reason, measured = live.flight_recorder_reason([(p, r) for p, r in logs if p.is_file()], self.now.timestamp())
+        live.record_decision(self.writer, utc_iso(self.clock()), reason, measured)
+        if reason is None:
+            return
+        seen: set[str] = set()
+        prefix_written = False
+        for pod in targets:
+            pids = [row["pid"] for row in ps_rows.get(pod.name) or []
+                    if self.roles.role_of(row["args"]) in ("policy", "driver")]
+            if not pids or self.out_of_time(f"flight recorder of {pod.name}"):
+                continue
+            env = self.exec(pod.name, ["cat", "--", f"/proc/{pids[0]}/environ"], "exec:trainer-environment", None)
+            kept, prefix = live.nccl_env(env.stdout) if env.exit_code == 0 else ({}, live.policy()["flight_recorder"]["default_prefix"])
+            if env.exit_code == 0:
+                self.writer.write_bytes(f"raw/exec/{pod.name}/nccl_env_{pids[0]}.txt",
+                                        "".join(f"{k}={v}\n" for k, v in sorted(kept.items())).encode())
+            if not prefix_written:
+                self.writer.write_bytes(f"{live.FR_DIR}/prefix.txt", (prefix + "\n").encode())
+                prefix_written = True
+            directory = posixpath.dirname(prefix) or "/"
+            ls = self.exec(pod.name, ["ls", "-la", "--time-style=full-iso", "--", directory], "exec:flight-recorder-ls",
+                           f"raw/exec/{pod.name}/fr_ls.txt")
+            if ls.exit_code != 0:
+                continue
+            for path in live.dump_files(kparse.parse_ls_full_iso(ls.stdout.decode("utf-8", "replace")), prefix):
+                name = posixpath.basename(path)
+                if name in seen or self.out_of_time(f"flight-recorder dump {name}"):
+                    continue
+                seen.add(name)
+                self.exec(pod.name, ["head", "-c", str(live.max_dump_bytes()), "--", path],
+                          "exec:flight-recorder-dump", f"{live.FR_DIR}/dumps/{name}")
+        if live.write_flight_recorder_summary(self.writer.dir) is not None:
+            started = self.clock()
+            why = live.run_fr_trace(self.writer.dir)
+            self.record("fr_trace", started, output=None if why else f"{live.FR_DIR}/fr_trace.txt", error=why)
+
+    def launch(self, targets: list[kparse.PodInfo], ps_rows: dict[str, list[dict]]) -> list[tuple[str, int | None, str]]:
+        """The launch arguments of the trainer (driver) pod: its task container's command and args as
+        the API returned them (``pods.json``), the driver process's own command line
+        (``/proc/<pid>/cmdline``), and the resolved configuration file they name, copied into ``config/``."""
+        driver = next((p for p in targets if p.rank == 0), targets[0] if targets else None)
+        if driver is None:
+            return []
+        args: list[tuple[str, int | None, str]] = []
+        try:
+            pod_list = json.loads((self.writer.dir / "pods.json").read_text())
+        except (OSError, ValueError):
+            pod_list = {}
+        for pod in pod_list.get("items") or []:
+            if (pod.get("metadata") or {}).get("name") == driver.name:
+                args += [(t, None, f"pods.json {driver.name} container {kparse.TASK_CONTAINER}")
+                         for t in lp.container_args(pod, kparse.TASK_CONTAINER)]
+        pids = [row["pid"] for row in ps_rows.get(driver.name) or [] if self.roles.role_of(row["args"]) == "driver"]
+        if pids and not self.out_of_time(f"command line of {driver.name}"):
+            rel = f"raw/exec/{driver.name}/cmdline_{pids[0]}.txt"
+            out = self.exec(driver.name, ["cat", "--", f"/proc/{pids[0]}/cmdline"], "exec:driver-cmdline", rel)
+            if out.exit_code == 0:
+                args += [(t, None, rel) for t in out.stdout.decode("utf-8", "replace").split("\0") if t]
+        for path in lp.config_paths([t for t, _, _ in args]):
+            if self.out_of_time(f"resolved config {path}"):
+                break
+            name = posixpath.basename(path)
+            out = self.exec(driver.name, ["head", "-c", str(lp.MAX_CONFIG_BYTES), "--", path], "exec:resolved-config",
+                            f"config/{name}" if name in lp.CONFIG_FILES else f"config/resolved_config{posixpath.splitext(name)[1]}")
+            if out.exit_code == 0:
+                break
+        return args
 
     def _note_deadline(self, what: str) -> bool:
         if not self.deadline_noted:
@@ -601,14 +694,36 @@ class _Probe:
                 self.exec(pod.name, ["tail", "-c", str(RAY_TAIL_BYTES), "--", f"{RAY_LOG_DIR}/{name}"],
                           "exec:ray-log-tail", f"ray_vllm_logs/{pod.name}/{name}")
 
-    def job_info(self, targets: list[kparse.PodInfo], inventory: dict[str, list[dict]]) -> None:
-        names = [row["name"] for rows in inventory.values() for row in rows]
-        hardware = None
-        if names:
-            per_node = max(len(rows) for rows in inventory.values())
+    def job_info(self, targets: list[kparse.PodInfo], inventory: dict[str, list[dict]],
+                 launch: list[tuple[str, int | None, str]]) -> None:
+        info = JobInfo()
+        sources: dict[str, str] = {}
+        rows = [(pod, rows) for pod, rows in inventory.items() if rows]
+        if rows:
+            per_node = max(len(r) for _, r in rows)
             nodes = len({p.node or p.name for p in targets})
-            hardware = HardwareInfo(gpu=kparse.gpu_class(names[0]), gpus_per_node=per_node, nodes=nodes)
-        self.writer.write_json("job.json", JobInfo(hardware=hardware))
+            info.hardware = HardwareInfo(gpu=kparse.gpu_class(rows[0][1][0]["name"]), gpus_per_node=per_node, nodes=nodes)
+            sources["hardware.gpu"] = f"raw/exec/{rows[0][0]}/nvidia-smi.inventory.csv:1"
+            sources["hardware.gpus_per_node"] = ", ".join(f"raw/exec/{pod}/nvidia-smi.inventory.csv" for pod, _ in rows)
+        if targets:
+            info.nodes = [p.name for p in targets]
+            sources["nodes"] = "pods.json"
+        config, config_rel = live.read_config(self.writer.dir)
+        live.launch_into(info, sources, config, config_rel, launch)
+        info.sources = dict(sorted(sources.items()))
+        self.writer.write_json("job.json", info)
+        self._retry_budget_into_state(info)
+
+    def _retry_budget_into_state(self, info: JobInfo) -> None:
+        """A controller state derived from pods has no retry budget; the launch's ``--max-retries``
+        (job.json ``max_retries``) is the budget the restarts are counted against."""
+        path = self.writer.dir / "state.json"
+        if info.max_retries is None or not path.is_file():
+            return
+        state = ControllerState.model_validate_json(path.read_text())
+        if state.max_retries is None:
+            state.max_retries = info.max_retries
+            self.writer.write_json("state.json", state)
 
 
 def _pick_ray_files(entries: list[dict]) -> list[str]:

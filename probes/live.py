@@ -24,7 +24,9 @@ from typing import Any
 
 import yaml
 
+from rlhealth.probes.capture import CaptureWriter, JobInfo, ModelInfo, PlacementInfo, ProbeRecord
 from rlhealth.probes.parse import flight_recorder as frp
+from rlhealth.probes.parse import launch as lp
 from rlhealth.probes.parse.nvidia_smi import parse_gpu_health, parse_xid_lines
 
 FR_DIR = "flight_recorder"
@@ -113,6 +115,62 @@ def dump_files(ls_entries: list[dict], prefix: str) -> list[str]:
 
 def max_dump_bytes() -> int:
     return int((policy().get("flight_recorder") or {}).get("max_bytes_per_file", frp.MAX_DUMP_BYTES))
+
+
+def record_decision(writer: CaptureWriter, started: str, fetch_reason: str | None, measured: str) -> None:
+    """The flight-recorder decision as a record whose output (``flight_recorder/decision.txt``)
+    says why the dumps were or were not fetched."""
+    text = f"fetch: {fetch_reason}" if fetch_reason else f"not fetched: {measured}"
+    rel = writer.write_bytes(f"{FR_DIR}/decision.txt", (text + "\n").encode())
+    writer.record(ProbeRecord(name="flight recorder", started_at=started, finished_at=started, output=rel))
+
+
+# ---- launch -------------------------------------------------------------------------------------
+
+def launch_into(info: JobInfo, sources: dict[str, str], config: dict | None, config_rel: str | None,
+                args: list[tuple[str, int | None, str]]) -> None:
+    """Fill ``job.json`` fields read from the launch: the resolved configuration, the launch
+    arguments, the mode (the audit's configuration-key classifier), the model, the retry budget and
+    the placement, each naming its source in ``sources``."""
+    flat = lp.flatten(config) if config else {}
+    if config is not None:
+        info.resolved_config = config
+        sources["resolved_config"] = config_rel
+    if args:
+        info.launch_args = [t for t, _, _ in args]
+        sources["launch_args"] = ", ".join(sorted({src for _, _, src in args}))
+    mode = lp.mode_from(flat, config_rel if config is not None else None, args)
+    if mode:
+        info.mode_hint, sources["mode_hint"] = mode
+    model = lp.model_from(flat, config_rel, args)
+    if model:
+        info.model = ModelInfo(**model)
+        sources["model"] = model["source"]
+    retries = lp.max_retries_from(args)
+    if retries:
+        info.max_retries, sources["max_retries"] = retries
+    place = lp.placement_from(flat)
+    if {"colocate_all", "num_inference_engines", "inference_tp", "policy_gpus_per_node"} <= set(place):
+        try:
+            info.placement = PlacementInfo(
+                colocate_all=bool(place["colocate_all"][0]), num_inference_engines=int(place["num_inference_engines"][0]),
+                inference_tp=int(place["inference_tp"][0]),
+                policy_gpus=int(place["policy_gpus_per_node"][0]) * int((place.get("policy_nodes") or (1,))[0]),
+                n_concurrent_trials=int(place["n_concurrent_trials"][0]) if "n_concurrent_trials" in place else None,
+                max_num_seqs=int(place["max_num_seqs"][0]) if "max_num_seqs" in place else None)
+            sources["placement"] = f"{config_rel}: " + ", ".join(sorted(k for _, k in place.values()))
+        except (TypeError, ValueError):
+            pass
+
+
+def read_config(capture_dir: Path) -> tuple[dict | None, str | None]:
+    """The resolved configuration copied into ``config/`` (first of the known file names)."""
+    for name in lp.CONFIG_FILES:
+        path = Path(capture_dir) / "config" / name
+        if path.is_file():
+            config, _error = lp.parse_config(path.read_bytes().decode("utf-8", "replace"), name)
+            return config, f"config/{name}"
+    return None, None
 
 
 # ---- normalization ------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from rlhealth.probes.allowlist import CommandRefused, load_allowlist
 from rlhealth.probes.bundle import first_causal_error
 from rlhealth.probes.scan import strip_actor_prefix
 from rlhealth.probes.capture import (Attempt, CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo,
-                                     ModelInfo, PlacementInfo, ProbeRecord, utc_iso)
+                                     ProbeRecord, utc_iso)
 from rlhealth.probes.options import ProbeOptions
 from rlhealth.probes.parse import launch as lp
 from rlhealth.probes.parse import slurm as ps
@@ -527,10 +527,9 @@ class SlurmProbe:
         logs = [(self.w.dir / "slurm" / f"{leg.job_id}.{ext}", f"slurm/{leg.job_id}.{ext}") for ext in ("err", "out")]
         logs = [(p, rel) for p, rel in logs if p.is_file()]
         reason, measured = live.flight_recorder_reason(logs, self.w.captured_at.timestamp())
+        live.record_decision(self.w, utc_iso(datetime.now(timezone.utc)), reason, measured)
         if reason is None:
-            self.note("flight recorder", None, api=f"rlhealth:decision: not fetched ({measured})")
             return
-        self.note("flight recorder", None, api=f"rlhealth:decision: fetch ({reason})")
         seen: set[str] = set()
         prefix_written = False
         for node in nodes:
@@ -731,31 +730,9 @@ def build_job_info(capture_dir: Path, manifest: dict) -> JobInfo | None:
     if scripts:
         rel = f"slurm/{scripts[-1].name}"
         args = [(tok, line, rel) for line, tok in lp.script_args(_read(scripts[-1]))]
-    config, config_rel = None, None
-    for name in lp.CONFIG_FILES:
-        path = capture_dir / "config" / name
-        if path.is_file():
-            config_rel = f"config/{name}"
-            config, _error = lp.parse_config(_read(path), name)
-            break
-    flat = lp.flatten(config) if config else {}
+    config, config_rel = live.read_config(capture_dir)
     info = JobInfo()
-    if config is not None:
-        info.resolved_config = config
-        sources["resolved_config"] = config_rel
-    if args:
-        info.launch_args = [t for t, _, _ in args]
-        sources["launch_args"] = args[0][2]
-    mode = lp.mode_from(flat, config_rel if config is not None else None, args)
-    if mode:
-        info.mode_hint, sources["mode_hint"] = mode
-    model = lp.model_from(flat, config_rel, args)
-    if model:
-        info.model = ModelInfo(**model)
-        sources["model"] = model["source"]
-    retries = lp.max_retries_from(args)
-    if retries:
-        info.max_retries, sources["max_retries"] = retries
+    live.launch_into(info, sources, config, config_rel, args)
     nodes = ps.expand_hostlist(record.get("NodeList")) if record else []
     if nodes:
         info.nodes, sources["nodes"] = nodes, f"{record_rel} NodeList"
@@ -778,19 +755,7 @@ def build_job_info(capture_dir: Path, manifest: dict) -> JobInfo | None:
             info.hardware = HardwareInfo(gpu=gpu_class(kind), gpus_per_node=max(1, count // n_nodes), nodes=n_nodes)
             sources["hardware.gpu"] = f"{record_rel} TRES"
             sources["hardware.gpus_per_node"] = f"{record_rel} TRES"
-    place = lp.placement_from(flat)
-    if {"colocate_all", "num_inference_engines", "inference_tp", "policy_gpus_per_node"} <= set(place):
-        try:
-            info.placement = PlacementInfo(
-                colocate_all=bool(place["colocate_all"][0]), num_inference_engines=int(place["num_inference_engines"][0]),
-                inference_tp=int(place["inference_tp"][0]),
-                policy_gpus=int(place["policy_gpus_per_node"][0]) * int((place.get("policy_nodes") or (1,))[0]),
-                n_concurrent_trials=int(place["n_concurrent_trials"][0]) if "n_concurrent_trials" in place else None,
-                max_num_seqs=int(place["max_num_seqs"][0]) if "max_num_seqs" in place else None)
-            sources["placement"] = f"{config_rel}: " + ", ".join(k for _, k in sorted(place.values(), key=lambda v: v[1]))
-        except (TypeError, ValueError):
-            pass
-    info.sources = sources
+    info.sources = dict(sorted(sources.items()))
     if not sources:
         return None
     return info

@@ -166,3 +166,37 @@ def gres_gpus(tres: str | None) -> tuple[str | None, int | None]:
     typed = [f for f in found if f[0]]
     kind, count = (typed or found)[0]
     return (kind or None), int(count)
+
+
+_CONFIG_PATH = re.compile(r"(?:^|=)(/[A-Za-z0-9_./+@,:-]+\.(?:ya?ml|json))$")
+_SHELL_SCRIPT_FLAGS = ("-c", "-lc", "-ec")
+
+
+def container_args(pod: dict, container: str) -> list[str]:
+    """A container's command and args as tokens (a ``sh -c '<script>'`` script split into its
+    words), plus ``NAME=value`` for the environment variables that carry a retry budget."""
+    out: list[str] = []
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        if c.get("name") != container:
+            continue
+        words = [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
+        for i, word in enumerate(words):
+            if i > 0 and words[i - 1] in _SHELL_SCRIPT_FLAGS:
+                out += [t for _, t in script_args(word)]
+            else:
+                out.append(word)
+        for env in c.get("env") or []:
+            if isinstance(env, dict) and isinstance(env.get("value"), str) and MAX_RETRIES_ASSIGN.match(f"{env.get('name')}={env['value']}"):
+                out.append(f"{env['name']}={env['value']}")
+    return out[:MAX_LAUNCH_ARGS]
+
+
+def config_paths(tokens: list[str]) -> list[str]:
+    """Absolute configuration-file paths (``.yaml``/``.yml``/``.json``) named by launch tokens, in
+    order, without duplicates, only paths the read-only allow-list can name."""
+    seen: list[str] = []
+    for token in tokens:
+        m = _CONFIG_PATH.search(token)
+        if m and ".." not in m.group(1).split("/") and m.group(1) not in seen:
+            seen.append(m.group(1))
+    return seen
