@@ -664,7 +664,9 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
             continue
         rule = next((r for r in policy["required"] if name.startswith(r["prefix"])), None)
         what = rule["what"] if rule else name
-        read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {str(error)[:200]}",
+        cause, sep, fix = str(error).partition("; next action: ")
+        text = cause[:200] + (f"; next action: {fix[:400]}" if sep else "")
+        read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {text}",
                                          gate=rule["gate"] if rule else "none"))
 
 

@@ -185,6 +185,16 @@ def _short(text: str, n: int = 400) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds of an HTTP ``Retry-After`` header on an API error (None when absent or a date)."""
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        value = headers.get("Retry-After") if hasattr(headers, "get") else None
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _api_error(exc: BaseException) -> tuple[str, int | None]:
     """A one-line reason and the HTTP status (None for transport errors)."""
     status = getattr(exc, "status", None)
@@ -220,6 +230,7 @@ class _Probe:
         self.exec_timeouts: dict[str, int] = {}
         self.gone: set[str] = set()
         self.roles = load_role_table()
+        self.retry_after: float | None = None
 
     # ---------------------------------------------------------------- clock and records
     def clock(self) -> datetime:
@@ -236,7 +247,8 @@ class _Probe:
             t = utc_iso(self.clock())
             self.writer.record(ProbeRecord(
                 name="deadline", started_at=t, finished_at=t,
-                error=f"probe deadline {self.args.deadline_text} reached; not started: {what} and everything after it"))
+                error=live.with_fix(f"probe deadline {self.args.deadline_text} reached; not started: {what} and everything after it",
+                                    "deadline", deadline=self.args.deadline_text)))
         return True
 
     def record(self, name: str, started: datetime, *, api: str | None = None, argv: list[str] | None = None,
@@ -269,9 +281,20 @@ class _Probe:
             return None, None, str(exc)
         except Exception as exc:  # noqa: BLE001 - every fault becomes a recorded error
             reason, status = _api_error(exc)
+            self.retry_after = _retry_after(exc)
             api = self.api_client.last_request or self._api_repr(path, params)
-            self.record(name, started, api=api, error=reason)
+            self.record(name, started, api=api, error=self._with_fix(reason, status))
             return None, status, reason
+
+    def _with_fix(self, reason: str, status: int | None) -> str:
+        """The API fault's reason with the fix that ends it (``rules/capture_probes.yaml``)."""
+        context = dict(kubeconfig=self.args.kubeconfig or "the default kubeconfig", context=self.args.context or "(current)",
+                       namespace=self.namespace, status=status,
+                       retry_after=f"{self.retry_after:g}" if self.retry_after is not None else "?")
+        kind = {401: "kube_credentials_expired", 403: "kube_forbidden", 429: "api_throttled"}.get(status or 0)
+        if kind is None and status is not None and status >= 500:
+            kind = "api_unavailable"
+        return live.with_fix(reason, kind, **context) if kind else reason
 
     # ---------------------------------------------------------------- exec
     def exec(self, pod: str, argv: list[str], name: str, output: str | None) -> _ExecOutcome:
@@ -294,6 +317,8 @@ class _Probe:
         outcome = self._exec_ws(pod, argv)
         if outcome.timed_out:
             self.exec_timeouts[pod] = self.exec_timeouts.get(pod, 0) + 1
+            outcome.error = live.with_fix(outcome.error or "timed out", "exec_timeout", pod=pod,
+                                          timeout=f"{self.command_timeout:g}s")
         if outcome.gone:
             self.gone.add(pod)
         written = None
@@ -376,9 +401,12 @@ class _Probe:
             self.api, self.api_client, self.stream = _make_client(kubeconfig, context, self._tmp)
             return True
         except Exception as exc:  # noqa: BLE001
-            self.record("kubeconfig", started,
-                        error=_short(f"cannot load kubeconfig {kubeconfig or '(default)'} context "
-                                     f"{context or '(current)'}: {type(exc).__name__}: {exc}"))
+            where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            readable = bool(kubeconfig is None or os.access(kubeconfig, os.R_OK))
+            kind = "kube_context_missing" if readable and "context" in str(exc).lower() else "kubeconfig_unreadable"
+            self.record("kubeconfig", started, error=live.with_fix(
+                _short(f"cannot load kubeconfig {kubeconfig or '(default)'} context {context or '(current)'}: "
+                       f"{type(exc).__name__}: {exc}", 300), kind, kubeconfig=where))
             return False
 
     def _list_pods(self, name: str, what: str, path: str, query: dict, kwargs: dict, raw: str):
@@ -387,10 +415,18 @@ class _Probe:
         for attempt in range(LIST_ATTEMPTS):
             if self.out_of_time(what):
                 return None, None
+            self.retry_after = None
             body, status, _err = self.rest(name, "list_namespaced_pod", path, query, kwargs, raw)
             if body is not None or (status is not None and status < 500 and status != 429):
                 break
-            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
+            wait = self.retry_after if status == 429 and self.retry_after is not None else 2 ** attempt
+            if attempt + 1 < LIST_ATTEMPTS and wait >= self.deadline.remaining() - 1:
+                t = utc_iso(self.clock())
+                self.writer.record(ProbeRecord(name=name, started_at=t, finished_at=t, error=self._with_fix(
+                    f"not retried: the server asks to wait {wait:g}s, more than is left of --deadline "
+                    f"{self.args.deadline_text}", status)))
+                break
+            time.sleep(min(wait, max(0.0, self.deadline.remaining() - 1)))
         if body is None:
             return None, None
         try:
@@ -653,7 +689,8 @@ class _Probe:
             self.deadline_noted = True
             t = utc_iso(self.clock())
             self.writer.record(ProbeRecord(name="deadline", started_at=t, finished_at=t,
-                                           error=f"probe deadline {self.args.deadline_text} leaves no time for: {what}"))
+                                           error=live.with_fix(f"probe deadline {self.args.deadline_text} leaves no time for: {what}",
+                                                               "deadline", deadline=self.args.deadline_text)))
         return True
 
     def poll(self, pod: str, i: int, inventory: list[dict], ps: list[dict]) -> list[GpuPoll]:
