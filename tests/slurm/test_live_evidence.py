@@ -102,7 +102,8 @@ def test_running_leg_polls_roles_job_info_health_and_flight_recorder(gpu_node, h
 
     # the flight recorder: the trainer's dump prefix from its environment (only those variables
     # kept), the dumps copied read-only, and which ranks wait in which collective
-    assert "hang signature nccl_collective_timeout" in recs["flight recorder"]["api"]
+    assert recs["flight recorder"]["output"] == "flight_recorder/decision.txt"
+    assert (cap / "flight_recorder" / "decision.txt").read_text().startswith("fetch: hang signature nccl_collective_timeout")
     env_files = list((cap / "raw").glob("nccl_env_vm_*.txt"))
     assert env_files and env_files[0].read_text() == f"TORCH_NCCL_DEBUG_INFO_TEMP_FILE={exp.dir}/fr/nccl_trace_rank_\n"
     summary = load(cap, "flight_recorder/summary.json")
