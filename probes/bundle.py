@@ -624,7 +624,8 @@ class LiveSignals:
     newest trainer progress line (with its timestamp when the line has one)."""
     hang: Occurrence | None
     hang_signature: str | None
-    newest_progress: Occurrence | None
+    newest_progress_ts: float | None
+    newest_progress_at: str | None     # "<source>:<line>"
 
 
 def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> LiveSignals:
@@ -644,7 +645,10 @@ def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) 
         first = agg.first
         if agg.signature.severity == "hang" and first is not None and (hang is None or earlier(first, hang)):
             hang, hang_id = first, sig_id
-    return LiveSignals(hang=hang, hang_signature=hang_id, newest_progress=read.last_trainer_line)
+    stamped = [(occ.ts, f"{occ.source}:{occ.line}") for occ in [read.last_trainer_line] if occ is not None and occ.ts is not None]
+    stamped += [(r.ts, f"{r.source}:{r.line}") for r in read.metric_records if r.ts is not None]
+    ts, at = max(stamped) if stamped else (None, None)
+    return LiveSignals(hang=hang, hang_signature=hang_id, newest_progress_ts=ts, newest_progress_at=at)
 
 
 def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:

@@ -81,11 +81,10 @@ def flight_recorder_reason(log_files: list[tuple[Path, str]], captured_at_epoch:
         return (f"hang signature {signals.hang_signature} at {signals.hang.source}:{signals.hang.line}",
                 f"hang signature {signals.hang_signature}")
     threshold = _stall_threshold_s()
-    progress = signals.newest_progress
-    if progress is not None and progress.ts is not None and threshold is not None:
-        age = captured_at_epoch - progress.ts
+    if signals.newest_progress_ts is not None and threshold is not None:
+        age = captured_at_epoch - signals.newest_progress_ts
         if age > threshold:
-            return (f"newest trainer progress {progress.source}:{progress.line} is {age:.0f}s old "
+            return (f"newest trainer progress {signals.newest_progress_at} is {age:.0f}s old "
                     f"(> {fr.get('when_progress_older_than')} = {threshold:.0f}s)", f"progress age {age:.0f}s")
         return None, f"no hang signature; newest trainer progress {age:.0f}s old"
     return None, "no hang signature; no timestamped trainer progress line"

@@ -656,7 +656,8 @@ def build_state(capture_dir: Path, job_id: str) -> ControllerState | None:
       leg (a wall-clock chain restart is not a burn, seed 004) and PREEMPTED legs;
     - ``preemption_count``: PREEMPTED legs plus requeues (scontrol ``Restarts=``);
     - ``max_retries``: the chain's successor legs, i.e. legs - 1 (the restart budget an afterany
-      chain was launched with).
+      chain was launched with); ``normalize_capture`` replaces it with the launch's own retry
+      budget (``job.json`` ``max_retries``) when the batch script states one.
     """
     legs = legs_from_capture(capture_dir, job_id)
     if not legs:
@@ -806,15 +807,17 @@ def normalize_capture(capture_dir: Path) -> str | None:
         missing = f"job {manifest['job_id']} not found by scontrol, sacct or squeue"
     else:
         missing = chain_incomplete(manifest)
+    info = build_job_info(capture_dir, manifest)
+    if info is not None:
+        (capture_dir / "job.json").write_text(json.dumps(info.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     if missing is None:
+        if info is not None and info.max_retries is not None:
+            state.max_retries = info.max_retries  # the launch's own budget beats the count of chain legs
         (capture_dir / "state.json").write_text(json.dumps(state.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     polls = gpu_polls_from_capture(capture_dir, manifest)
     if polls:
         (capture_dir / "gpu_polls.jsonl").write_text(
             "".join(json.dumps(p.model_dump(mode="json"), sort_keys=True) + "\n" for p in polls))
-    info = build_job_info(capture_dir, manifest)
-    if info is not None:
-        (capture_dir / "job.json").write_text(json.dumps(info.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     live.write_gpu_health(capture_dir, gpu_health_sources(capture_dir))
     live.write_flight_recorder_summary(capture_dir)
     return missing

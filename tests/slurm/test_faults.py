@@ -189,3 +189,16 @@ def test_proxyjump_host_with_changed_key_is_refused(sshd, start_sshd, scenarios,
     bundle = probe_slurm.capture(probe_args(sshd, scenarios.running, tmp_path, ssh_config=config, known_hosts=known))
     (rec,) = load(newest_capture(bundle), "capture.json")["probes"]
     assert "does not match known_hosts" in rec["error"] and "next action:" in rec["error"]
+
+
+def test_key_the_server_does_not_accept_names_the_identity_file(sshd, scenarios, tmp_path):
+    _keygen(tmp_path / "stranger")
+    config = tmp_path / "ssh_config"
+    text = sshd.ssh_config.read_text()
+    config.write_text("\n".join(f"    IdentityFile {tmp_path}/stranger" if line.strip().startswith("IdentityFile") else line
+                                for line in text.splitlines()) + "\n")
+    bundle, took = timed_capture(probe_args(sshd, scenarios.running, tmp_path, ssh_config=config))
+    assert took < 20
+    (rec,) = load(newest_capture(bundle), "capture.json")["probes"]
+    assert rec["name"] == "ssh connect" and "authentication failed" in rec["error"]
+    assert f"next action: make a key the login node accepts available (IdentityFile for the host in {config}" in rec["error"]

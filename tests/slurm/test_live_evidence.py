@@ -82,6 +82,7 @@ def test_running_leg_polls_roles_job_info_health_and_flight_recorder(gpu_node, h
                              "source": "config/resolved_config.yaml: trainer.policy.model.path"}
     assert info["hardware"] == {"gpu": "H100-80GB-SXM", "gpus_per_node": 4, "nodes": 1}
     assert info["nodes"] == ["vm"] and info["max_retries"] == 1
+    assert load(cap, "state.json")["max_retries"] == 1  # the launch's budget, not the count of chain legs
     assert info["resolved_config"]["generator"]["num_inference_engines"] == 1
     assert info["placement"]["policy_gpus"] == 2 and info["placement"]["n_concurrent_trials"] == 32
     assert "--max-retries" in info["launch_args"]
@@ -133,3 +134,4 @@ def test_diagnosis_reports_mode_model_and_gpu_from_the_capture(gpu_node, hung_le
     assert "moe_30b_a3b on H100-80GB-SXM" in text, report["gates"]["resources"]
     assert report["gates"]["liveness"]["status"] == "FAIL"
     assert report["verdict"] == "KILL" and code == 10
+    assert report["restarts"]["max_retries"] == 1

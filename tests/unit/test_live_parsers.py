@@ -197,3 +197,20 @@ def test_parse_config_errors_are_reasons():
     assert "not a mapping" in lp.parse_config("[1, 2]", "x.yaml")[1]
     assert lp.parse_config('{"a": 1}', "x.json") == ({"a": 1}, None)
     assert lp.gres_gpus("cpu=8,node=2,gres/gpu:h100=8") == ("h100", 8) and lp.gres_gpus("cpu=8") == (None, None)
+
+
+def test_flight_recorder_reason_hang_stall_or_neither(tmp_path):
+    from datetime import datetime, timezone
+    log = tmp_path / "t.log"
+    log.write_text("2026-08-01 10:00:00.000 | INFO     | skyrl_train.utils.tracking:log:189 - Step 5: \n"
+                   "{'policy/grad_norm': '0.4100',\n 'trainer/global_step': 5}\n")
+    t = datetime(2026, 8, 1, 10, 0, tzinfo=timezone.utc).timestamp()
+    fresh, measured = live.flight_recorder_reason([(log, "t.log")], t + 600)
+    assert fresh is None and "600s old" in measured
+    stalled, _ = live.flight_recorder_reason([(log, "t.log")], t + 3 * 3600)
+    assert stalled.startswith("newest trainer progress t.log:") and "> trainer_stall_min_s" in stalled
+    with open(log, "a") as f:
+        f.write("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE) "
+                "ran for 1800083 milliseconds before timing out.\n")
+    hang, _ = live.flight_recorder_reason([(log, "t.log")], t + 600)
+    assert hang == "hang signature nccl_collective_timeout at t.log:4"
