@@ -129,7 +129,7 @@ def record_decision(writer: CaptureWriter, started: str, fetch_reason: str | Non
 def launch_into(info: JobInfo, sources: dict[str, str], config: dict | None, config_rel: str | None,
                 args: list[tuple[str, int | None, str]]) -> None:
     """Fill ``job.json`` fields read from the launch: the resolved configuration, the launch
-    arguments, the mode (the audit's configuration-key classifier), the model, the retry budget and
+    arguments, the mode (``rlhealth.mode``, the one run classifier), the model, the retry budget and
     the placement, each naming its source in ``sources``."""
     flat = lp.flatten(config) if config else {}
     if config is not None:
@@ -138,7 +138,7 @@ def launch_into(info: JobInfo, sources: dict[str, str], config: dict | None, con
     if args:
         info.launch_args = [t for t, _, _ in args]
         sources["launch_args"] = ", ".join(sorted({src for _, _, src in args}))
-    mode = lp.mode_from(flat, config_rel if config is not None else None, args)
+    mode = lp.mode_from(config, config_rel, args)
     if mode:
         info.mode_hint, sources["mode_hint"] = mode
     model = lp.model_from(flat, config_rel, args)

@@ -2,8 +2,8 @@
 command line (Slurm batch script, container command and args) and the scheduler's job record.
 
 Pure functions; each value comes with where it was read (``"<capture-relative file>:<line>"`` or
-``"<file>: <config key>"``), so ``job.json`` can name its sources. Mode is classified by the same
-configuration-key classifier the audit uses (``rlhealth.audit.config``); model parameters are read
+``"<file>: <config key>"``), so ``job.json`` can name its sources. Mode is classified by the one
+run classifier (``rlhealth.mode``); model parameters are read
 from the model name (``Qwen3-8B`` -> 8, ``Qwen3-30B-A3B`` -> 30 total, 3 active).
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from rlhealth.audit.config import AGENTIC_FLAG, CONFIG_FILES, ConfigFacts, flatten  # noqa: F401 (CONFIG_FILES re-exported)
+from rlhealth.audit.config import CONFIG_FILES, flatten  # noqa: F401 (CONFIG_FILES re-exported)
+from rlhealth.mode import classify_mode
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_LAUNCH_ARGS = 4000
@@ -126,24 +127,16 @@ def max_retries_from(args: list[tuple[str, int | None, str]]) -> tuple[int, str]
     return None
 
 
-def mode_from(flat: dict, config_source: str | None, args: list[tuple[str, int | None, str]]) -> tuple[str, str] | None:
-    """(mode, evidence) by the audit's configuration-key classifier; None when there is neither a
-    configuration nor launch arguments."""
-    flags = [t for t, _, _ in args if t.startswith("--")]
-    overrides = {}
-    for token, _, _ in args:
-        m = re.match(r"^\+{0,2}([A-Za-z_][\w.\-]*)=(.*)$", token)
-        if m:
-            overrides[m.group(1)] = m.group(2)
-    if config_source is None and not args:
-        return None
-    facts = ConfigFacts(source=config_source, flat=flat, entrypoint_source="launch arguments" if args else None,
-                        entrypoint_overrides=overrides, entrypoint_flags=flags)
-    mode, keys = facts.mode()
+def mode_from(config: dict | None, config_source: str | None, args: list[tuple[str, int | None, str]]) -> tuple[str, str] | None:
+    """(mode, why) by the one run classifier (``rlhealth.mode``: configuration structure, never
+    values) over the resolved configuration and the launch arguments; None when neither exists."""
+    launch = shlex.join(t for t, _, _ in args) if args else None
+    mode, why = classify_mode(config if isinstance(config, dict) else None, launch)
     if mode not in ("agentic", "standard"):
         return None
-    where = config_source or args[0][2]
-    return mode, (f"{where}: agentic keys {', '.join(keys)}" if keys else f"{where}: no agent-harness key")
+    where = " + ".join(x for x in (config_source if isinstance(config, dict) else None,
+                                   ", ".join(sorted({src for _, _, src in args})) if args else None) if x)
+    return mode, f"{where}: {why}"
 
 
 def placement_from(flat: dict) -> dict[str, Any]:

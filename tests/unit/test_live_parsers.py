@@ -168,7 +168,7 @@ def test_launch_arguments_from_a_batch_script():
     assert ("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", 6, "s.sh") in args  # continuation keeps its first line
     assert lp.max_retries_from(args) == (1, "s.sh:5")  # the first retry budget in launch order
     assert lp.model_from({}, None, args)["active_params_b"] == 3.0
-    assert lp.mode_from({}, None, args)[0] == "agentic"
+    assert lp.mode_from(None, None, args)[0] == "agentic"
 
 
 def test_model_and_mode_from_a_config_first():
@@ -176,8 +176,8 @@ def test_model_and_mode_from_a_config_first():
     model = lp.model_from(flat, "config/resolved_config.yaml", [("--model", None, "x"), ("Qwen/Qwen3-8B", None, "x")])
     assert model == {"name": "meta-llama/Llama-3.1-70B-Instruct", "total_params_b": 70.0, "active_params_b": 70.0,
                      "source": "config/resolved_config.yaml: trainer.policy.model.path"}
-    assert lp.mode_from(flat, "config/resolved_config.yaml", [])[0] == "standard"
-    assert lp.mode_from({}, None, []) is None
+    assert lp.mode_from({"trainer": {"policy": {}}}, "config/resolved_config.yaml", [])[0] == "standard"
+    assert lp.mode_from(None, None, []) is None
     assert lp.params_from_name("gpt2") is None and lp.params_from_name("Qwen/Qwen3-235B-A22B") == (235.0, 22.0)
 
 
