@@ -31,6 +31,7 @@ matched facts of an action are read from the private ``Closure._m``.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import threading
@@ -234,14 +235,24 @@ class _Run:
             pass  # nothing consumes this fact (a final conclusion): not an error
 
 
+@functools.lru_cache(maxsize=2048)
+def _template(text: str) -> jinja2.Template:
+    return _TEMPLATES.from_string(text)
+
+
+@functools.lru_cache(maxsize=2048)
+def _expression(text: str):
+    return _TEMPLATES.compile_expression(text, undefined_to_none=False)
+
+
 def _render(template: str | None, context: dict[str, Any]) -> str | None:
     if template is None:
         return None
-    return " ".join(_TEMPLATES.from_string(template).render(**context).split())
+    return " ".join(_template(template).render(**context).split())
 
 
 def _evaluate(expression: str, context: dict[str, Any]) -> Any:
-    value = _TEMPLATES.compile_expression(expression, undefined_to_none=False)(**context)
+    value = _expression(expression)(**context)
     if isinstance(value, jinja2.Undefined):
         raise EngineError(f"set expression {expression!r} is undefined")
     return value
