@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from rlhealth.probes.capture import TERMINAL_STATES
 from rlhealth.probes.parse.timestamps import iso, parse_iso
 
 # ---- state vocabulary (marin-artifacts §4.4) --------------------------------------------------
@@ -39,10 +40,8 @@ _STATE_MAP = {
     "SPECIAL_EXIT": "failed",
     "REVOKED": "killed",
 }
-TERMINAL_SLURM_STATES = frozenset({
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
-    "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED",
-})
+# Slurm states whose controller-vocabulary state is terminal (the one terminal set: capture.TERMINAL_STATES)
+TERMINAL_SLURM_STATES = frozenset(raw for raw, mapped in _STATE_MAP.items() if mapped in TERMINAL_STATES)
 
 
 def base_state(raw: str | None) -> str:
