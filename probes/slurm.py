@@ -65,7 +65,7 @@ MAX_LEGS = 16                         # newest legs whose logs are copied
 TAIL_BYTES = 4 * 1024 * 1024          # a log file up to this size is copied whole (tail -c)
 HEAD_BYTES = 1024 * 1024              # larger files: this much of the beginning, plus the tail
 MAX_OUTPUT_BYTES = TAIL_BYTES + 65536  # hard cap on what one command may return
-MAX_NODES = 8                         # nodes of a running leg that get nvidia-smi / ps / py-spy
+MAX_NODES = 64                        # nodes of a running leg that get nvidia-smi / ps / py-spy (more are noted)
 MAX_STACKS_PER_NODE = 4
 _JOB_ID = re.compile(r"\d+(_\d+)?")
 _HOST = re.compile(r"[A-Za-z0-9_.@-]+")
@@ -451,6 +451,9 @@ class SlurmProbe:
         if not nodes:
             self.note(f"nodes of {leg.job_id}", f"running leg {leg.job_id} has no node list")
             return
+        if len(nodes) > MAX_NODES:
+            self.note(f"nodes of {leg.job_id}", f"running leg {leg.job_id} has {len(nodes)} nodes; only the first "
+                                                f"{MAX_NODES} are polled ({', '.join(nodes[MAX_NODES:MAX_NODES + 5])}, ... skipped)")
         nodes = nodes[:MAX_NODES]
         up: list[str] = []
         procs: dict[str, str] = {}
