@@ -620,9 +620,8 @@ def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_
     return read
 
 
-def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
-    """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
-    .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
+def _scan_attempt_files(files: list[tuple[Path, str]], catalog: Catalog | None) -> BundleRead:
+    """The log files of ONE attempt scanned as ``read_bundle`` scans them (unreadable files skipped)."""
     from rlhealth.catalog import load_catalog
     catalog = catalog or load_catalog()
     read = BundleRead(root=Path("."))
@@ -633,6 +632,13 @@ def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = 
             _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
         except OSError:
             continue
+    return read
+
+
+def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
+    """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
+    .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
+    read = _scan_attempt_files(files, catalog)
     found = first_errors_by_attempt(read.signatures).get(1)
     return found[0] if found else None
 
@@ -649,16 +655,7 @@ class LiveSignals:
 
 
 def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> LiveSignals:
-    from rlhealth.catalog import load_catalog
-    catalog = catalog or load_catalog()
-    read = BundleRead(root=Path("."))
-    scanner = scanner_for(catalog)
-    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
-    for path, rel in files:
-        try:
-            _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
-        except OSError:
-            continue
+    read = _scan_attempt_files(files, catalog)
     hang, hang_id = None, None
     for sig_id in sorted(read.signatures):
         agg = read.signatures[sig_id]
