@@ -303,7 +303,7 @@ class TrialsMeasured(Fact):
     weight_reload_markers: int = 0
     unreadable_fraction: float = 0.0
     newest_trial_start_age_s: float | None = None
-    """Seconds from the newest trial directory's start to the newest evidence time."""
+    """Seconds from the newest start recorded in a trial's result.json to the newest evidence time."""
 
 
 class StdRolloutsMeasured(Fact):

@@ -65,6 +65,8 @@ class TrialSummary:
     problems: list[str] = field(default_factory=list)
     first_started_at: float | None = None
     last_started_at: float | None = None
+    last_recorded_start: float | None = None
+    """Newest ``started_at`` written in a result.json (never a file's mtime: deterministic)."""
     coherence_sampled: int = 0
     incoherent: int = 0
     incoherent_example: tuple[str, str] | None = None
@@ -331,6 +333,8 @@ def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int
                 summary.last_started_at = read.started_at
         if not read.completed:
             continue
+        if read.started_at is not None and (summary.last_recorded_start is None or read.started_at > summary.last_recorded_start):
+            summary.last_recorded_start = read.started_at
         summary.completed += 1
         if read.problem and read.reward is None and read.exception is None:
             summary.unreadable += 1
