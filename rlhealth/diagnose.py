@@ -21,7 +21,8 @@ VERDICT_NAMES = {"FAIL": "KILL", "ERROR": "ERROR", "PASS": "NO-KILL"}
 
 
 def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_override: str | None = None,
-             capture: str | None = None) -> Report:
+             capture: str | None = None, given=None, with_plots: bool = False) -> Report:
+    """``given``: a ``rlhealth.given.Given`` (dispatcher inputs); ``with_plots``: collect HTML plot series."""
     catalog = load_catalog()
     set_tables(catalog)
     now_epoch = now.timestamp()
@@ -39,7 +40,9 @@ def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_ove
     restarts = _restarts(findings, obs)
     verdict_finding, verdict_fired, verdict_error = _verdict(gates, gate_findings, restarts, obs, catalog, engine_error)
     fired += verdict_fired
-    return _report(read, obs, now, gates, gate_findings, restarts, verdict_finding, verdict_error, fired)
+    report = _report(read, obs, now, gates, gate_findings, restarts, verdict_finding, verdict_error, fired)
+    from rlhealth.next_action import complete_report
+    return complete_report(report, read=read, obs=obs, gate_findings=gate_findings, given=given, with_plots=with_plots)
 
 
 def _gates(findings: list[FindingSpec], obs: Observation, engine_error: str | None):

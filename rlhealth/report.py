@@ -76,6 +76,12 @@ class Report(BaseModel):
     metric_window: dict[str, Any] | None = None
     phase_table: list[dict[str, Any]] = Field(default_factory=list)
     first_error: Evidence | None = None
+    given: dict[str, Any] | None = None
+    """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
+    next_action_machine: dict[str, Any] | None = None
+    """``{"kind": kill|leave|probe|fix_and_relaunch|investigate, "command": argv | null, "deciding_rule"}``."""
+    plots: dict[str, Any] | None = Field(default=None, exclude=True)
+    """Series for the HTML report's plots (``rlhealth.plots_data``); never part of the JSON."""
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
