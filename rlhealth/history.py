@@ -23,7 +23,7 @@ def entry_for(report, *, command: str, capture: str | None, argv: list[str] | No
     from rlhealth import __version__
 
     return {"t": report.evaluated_at, "command": command, "job_id": report.job.id, "verdict": report.verdict,
-            "confidence": report.confidence, "gates": {g: report.gates[g].status for g in sorted(report.gates)},
+            "confidence": report.confidence, "gates": {g: report.gates[g].status for g in report.gates},
             "capture": capture, "captured_at": report.captured_at, "rlhealth": __version__,
             "next_action_kind": (report.next_action_machine or {}).get("kind"), "argv": argv}
 
@@ -87,10 +87,18 @@ def timeline(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def gate_text(gates: dict[str, str]) -> str:
+    """``LIV:FAIL RES:PASS ROL:PASS DYN:PASS`` in the report's gate order."""
+    from rlhealth.facts import GATES
+
+    order = [g for g in GATES if g in gates] + sorted(g for g in gates if g not in GATES)
+    return " ".join(f"{g[:3].upper()}:{gates[g]}" for g in order) or "-"
+
+
 def render_text(bundle: Path, entries: list[dict[str, Any]], problems: list[str]) -> str:
     lines = [f"VERDICT HISTORY — {bundle} — {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"]
     for e in entries:
-        gates = " ".join(f"{g[:3].upper()}:{s}" for g, s in sorted((e.get("gates") or {}).items()))
+        gates = gate_text(e.get("gates") or {})
         flip = "  <- flipped" if e.get("flipped") else ""
         lines.append(f"{e.get('t')}  {str(e.get('verdict')):<7}  {str(e.get('confidence')):<6}  {gates}  "
                      f"capture {e.get('capture') or '-'}  {e.get('command')}  rlhealth {e.get('rlhealth')}{flip}")

@@ -64,7 +64,7 @@ def _diagnose_one(path: str, now_iso: str, max_age_s: float) -> dict[str, Any]:
                 "gates": {}, "next_action_kind": "investigate",
                 "error": f"internal failure: {type(exc).__name__}: {exc}"}
     return {"path": path, "job_id": report.job.id, "verdict": report.verdict, "confidence": report.confidence,
-            "gates": {g: report.gates[g].status for g in sorted(report.gates)},
+            "gates": {g: report.gates[g].status for g in report.gates},
             "next_action_kind": (report.next_action_machine or {}).get("kind"), "error": None}
 
 
@@ -122,11 +122,13 @@ def exit_code(rows: list[dict[str, Any]]) -> int:
 
 
 def render_text(root: Path, rows: list[dict[str, Any]]) -> str:
+    from rlhealth.history import gate_text
+
     counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in URGENCY}
     lines = [f"RL-JOB-TRIAGE — {root} — {len(rows)} job bundle{'s' if len(rows) != 1 else ''}: "
              + ", ".join(f"{counts[v]} {v}" for v in URGENCY)]
     for r in rows:
-        gates = " ".join(f"{g[:3].upper()}:{s}" for g, s in r["gates"].items()) or "-"
+        gates = gate_text(r["gates"])
         extra = f"  ({r['error']})" if r.get("error") else ""
         lines.append(f"{r['verdict']:<7}  {r['confidence']:<6}  {str(r['job_id'] or '?'):<32}  {gates}  {r['path']}{extra}")
     if not rows:
