@@ -6,8 +6,10 @@ A JSON run always prints a valid ``rlhealth.report/v1`` document, even on intern
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
+import threading
 import traceback
 from datetime import datetime, timezone
 from importlib import resources
@@ -163,9 +165,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_OUT = None
+"""Where ``_emit`` writes: stdout, or a buffer while ``run_captured`` runs a command."""
+_RUN_LOCK = threading.Lock()
+
+
 def _emit(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    sys.stdout.flush()
+    out = _OUT if _OUT is not None else sys.stdout
+    out.write(text if text.endswith("\n") else text + "\n")
+    out.flush()
+
+
+def run_captured(argv: list[str]) -> tuple[str, int]:
+    """Run one command line exactly as ``main`` does and return (what it printed, exit status).
+
+    Used by the MCP server so a tool answers with the CLI's own document; calls are serialized.
+    """
+    global _OUT
+    with _RUN_LOCK:
+        _OUT = io.StringIO()
+        try:
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:  # --help / --version
+                code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
+            return _OUT.getvalue(), code
+        finally:
+            _OUT = None
 
 
 def _write_output(args, text: str) -> None:
