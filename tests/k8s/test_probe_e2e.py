@@ -97,3 +97,24 @@ def test_api_faults_surface_as_error(serve, tmp_path):
     assert "probe 'pod:log' failed" in report["gates"]["liveness"]["finding"]
     assert "HTTP 500" in report["gates"]["liveness"]["finding"]
     assert any("exec:nvidia-smi-query-gpu" in p["reason"] for p in report["problems"])
+
+
+def test_every_probe_appends_to_the_verdict_history(serve, tmp_path):
+    """Two probes of one job: two dated lines in rlhealth/verdicts.jsonl, the flip visible in `history`."""
+    from rlhealth.history import HISTORY_FILE
+
+    _, first = probe_cli(serve, tmp_path, scenarios.healthy())
+    _, second = probe_cli(serve, tmp_path, scenarios.deception())
+    bundle = first["evidence_dir"]
+    assert second["evidence_dir"] == bundle
+    lines = [json.loads(x) for x in (tmp_path / bundle / HISTORY_FILE).read_text().splitlines()]
+    assert [e["verdict"] for e in lines] == [first["verdict"], "KILL"]
+    assert [(e["command"], e["t"]) for e in lines] == [("probe", scenarios.NOW_ISO)] * 2
+    assert lines[0]["capture"] != lines[1]["capture"] and all(e["capture"] for e in lines)
+    assert lines[1]["gates"]["liveness"] == "FAIL" and lines[1]["argv"][:3] == ["rlhealth", "probe", "--backend"]
+    from rlhealth import __version__
+    assert {e["rlhealth"] for e in lines} == {__version__}
+    out = subprocess.run([sys.executable, "-m", "rlhealth", "history", str(tmp_path / bundle), "--format", "json"],
+                         capture_output=True, text=True, cwd=tmp_path, check=False)
+    entries = json.loads(out.stdout)["entries"]
+    assert [e["flipped"] for e in entries] == [False, first["verdict"] != "KILL"]
