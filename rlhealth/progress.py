@@ -8,11 +8,17 @@ import time
 class Progress:
     """One status line rewritten in place: ``label: done/total detail``. A no-op unless stderr is a TTY."""
 
-    def __init__(self, label: str, total: int | None = None, *, stream=None, min_interval_s: float = 0.1):
+    def __init__(self, label: str, total: int | None = None, *, stream=None, min_interval_s: float = 0.1,
+                 delay_s: float = 0.0):
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        try:
+            self.enabled = bool(self.stream.isatty()) and not _DISABLED
+        except (AttributeError, ValueError):
+            self.enabled = False
         self.label, self.total, self.done = label, total, 0
         self._last = 0.0
+        self._quiet_until = time.monotonic() + delay_s
+        """Nothing is drawn before this (short work never flashes a progress line)."""
         self._interval = min_interval_s
         self._width = 0
 
@@ -21,6 +27,8 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
+        if now < self._quiet_until:
+            return
         if not force and now - self._last < self._interval and (self.total is None or self.done < self.total):
             return
         self._last = now
@@ -71,13 +79,13 @@ def current() -> Progress | None:
     return None if _DISABLED else _CURRENT
 
 
-def scan_progress(total_files: int, total_bytes: int) -> Progress:
-    """Progress of one bundle's log scan: files and bytes scanned (a no-op unless stderr is a TTY)."""
-    p = Progress("scan", total_files)
-    if _DISABLED:
-        p.enabled = False
-    p.total_bytes = total_bytes
-    return p
+SCAN_DELAY_S = 0.5
+"""A bundle scan shows progress only once it has taken this long."""
+
+
+def scan_progress(total_files: int) -> Progress:
+    """Progress of one bundle's log scan (files and bytes scanned); a no-op unless stderr is a TTY."""
+    return Progress("scan", total_files, delay_s=SCAN_DELAY_S)
 
 
 def human_bytes(n: float) -> str:

@@ -56,7 +56,9 @@ def _diagnose_one(path: str, now_iso: str, max_age_s: float) -> dict[str, Any]:
     """One bundle -> one triage row; never raises (an internal failure is an ERROR row)."""
     from rlhealth.cli import parse_now
     from rlhealth.diagnose import diagnose
+    from rlhealth.progress import disable
 
+    disable()  # workers share the parent's terminal: only the parent draws progress
     try:
         report = diagnose(Path(path), now=parse_now(now_iso), max_age_s=max_age_s)
     except Exception as exc:  # noqa: BLE001 - one broken bundle must not stop the fleet
