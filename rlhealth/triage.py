@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime
 from pathlib import Path
@@ -93,8 +94,13 @@ def triage(root: Path, *, now: datetime, max_age_s: float, workers: int | None =
     else:
         import multiprocessing
 
-        _warm()
-        ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        # fork shares the warmed catalog and scanner; a process with other threads running (the MCP
+        # server's workers) must not fork, so it starts clean workers instead
+        if sys.platform.startswith("linux") and threading.active_count() == 1:
+            _warm()
+            ctx = multiprocessing.get_context("fork")
+        else:
+            ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures = {pool.submit(_diagnose_one, b, now_iso, max_age_s): b for b in bundles}
             for i, fut in enumerate(as_completed(futures), start=1):

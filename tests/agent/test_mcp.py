@@ -41,11 +41,17 @@ def _doc(result) -> dict:
 
 
 def test_mcp_lists_the_five_tools_and_answers_like_the_cli(tmp_path):
+    import shutil
+
     d, e = incident("colocated-wedge")
     bundle = str(d / "bundle")
-    tools, (diag, tri, hist, bad) = anyio.run(_session_calls, [
+    fleet = tmp_path / "jobs" / "cw-us-east-02a" / "alice"
+    for name in ("colocated-wedge", "baseline-healthy-agentic", "stale-evidence"):
+        shutil.copytree(incident(name)[0] / "bundle", fleet / name)
+    tools, (diag, tri, fleet_tri, hist, bad) = anyio.run(_session_calls, [
         ("diagnose", {"bundle": bundle, "now": e["now"]}),
         ("triage", {"root": str(d), "now": e["now"]}),
+        ("triage", {"root": str(tmp_path), "now": e["now"]}),
         ("history", {"bundle": bundle}),
         ("diagnose", {"bundle": bundle, "now": "yesterday"}),
     ])
@@ -61,6 +67,9 @@ def test_mcp_lists_the_five_tools_and_answers_like_the_cli(tmp_path):
     assert _doc(diag)["verdict"] == "KILL"
     jobs = _doc(tri)["jobs"]
     assert [(j["path"], j["verdict"]) for j in jobs] == [(bundle, "KILL")]
+    cli_fleet = subprocess.run(rlhealth_argv("triage", str(tmp_path), "--now", e["now"], "--format", "json"),
+                               capture_output=True, text=True, check=False, cwd="/")
+    assert _doc(fleet_tri) == json.loads(cli_fleet.stdout) and len(_doc(fleet_tri)["jobs"]) == 3
     assert _doc(hist)["entries"] == []
     err = _doc(bad)
     assert err["error"]["kind"] == "usage" and "yesterday" in err["error"]["message"]
