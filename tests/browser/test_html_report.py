@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from browser_page import open_page
 from corpus import incident_dirs, load_expected, rlhealth_argv
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -35,13 +36,13 @@ def assert_self_contained(html: str) -> None:
     ("colocated-deception-live", {"training", "phases", "throughput", "trials", "gpus"}),
     ("baseline-healthy-standard", {"training", "phases", "throughput"}),
 ])
-def test_html_report_loads_in_chromium_with_every_plot_rendered(tmp_path, page_load, fragment, plots):
+def test_html_report_loads_in_chromium_with_every_plot_rendered(tmp_path, fragment, plots):
     out = tmp_path / "report.html"
     run = diagnose_html(fragment, out)
     assert run.returncode in (0, 10, 20), run.stderr
     html = out.read_text()
     assert_self_contained(html)
-    seen = page_load(out, screenshot=tmp_path / "shot.png")
+    seen = open_page(out, screenshot=tmp_path / "shot.png")
     assert seen["page_errors"] == []
     assert [m for m in seen["console"] if m[0] in ("error", "warning")] == []
     assert seen["requests"] == [] and seen["failed"] == []
@@ -67,7 +68,7 @@ def test_html_carries_the_markdown_content(tmp_path):
         assert f"<td>{gate}</td>" in page
 
 
-def test_screenshot_of_the_html_report_for_the_docs(tmp_path, page_load, update_golden):
+def test_screenshot_of_the_html_report_for_the_docs(tmp_path, update_golden):
     """A full-page screenshot of a five-plot report; ``--update-golden`` writes it to docs/html-report.png."""
     import shutil
 
@@ -82,7 +83,7 @@ def test_screenshot_of_the_html_report_for_the_docs(tmp_path, page_load, update_
                                  "Qwen3-8B", "--total-params-b", "8.2", "--focus", "first run with 4 engines"),
                    capture_output=True, check=False, cwd="/")
     shot = tmp_path / "html-report.png"
-    seen = page_load(out, screenshot=shot)
+    seen = open_page(out, screenshot=shot)
     assert len(seen["plots"]) >= 4
     page = out.read_text()
     assert page.count('class="flipped"') == 1 and 'id="given"' in page
@@ -95,11 +96,11 @@ def test_screenshot_of_the_html_report_for_the_docs(tmp_path, page_load, update_
         (DOCS / "html-report.png").write_bytes(png)
 
 
-def test_html_report_of_a_missing_bundle_still_renders(tmp_path, page_load):
+def test_html_report_of_a_missing_bundle_still_renders(tmp_path):
     out = tmp_path / "r.html"
     run = subprocess.run(rlhealth_argv("diagnose", str(tmp_path / "nope"), "--now", "2026-08-01T12:00:00Z", "--format",
                                        "html", "-o", str(out)), capture_output=True, text=True, check=False, cwd="/")
     assert run.returncode == 20, run.stderr
-    seen = page_load(out)
+    seen = open_page(out)
     assert seen["page_errors"] == [] and seen["requests"] == []
     assert seen["verdict"] == "ERROR" and seen["plots"] == []

@@ -40,9 +40,3 @@ def open_page(path: Path, screenshot: Path | None = None) -> dict:
         finally:
             browser.close()
     return seen
-
-
-@pytest.fixture
-def page_load():
-    """``page_load(path, screenshot=None) -> dict`` (see ``open_page``)."""
-    return open_page
