@@ -118,3 +118,20 @@ def test_every_probe_appends_to_the_verdict_history(serve, tmp_path):
                          capture_output=True, text=True, cwd=tmp_path, check=False)
     entries = json.loads(out.stdout)["entries"]
     assert [e["flipped"] for e in entries] == [False, first["verdict"] != "KILL"]
+
+
+def test_probe_writes_an_html_report(serve, tmp_path):
+    server, kubeconfig = serve(scenarios.deception())
+    out = tmp_path / "probe.html"
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and not os.path.exists(os.path.join(d, "iris")))
+    proc = subprocess.run([sys.executable, "-m", "rlhealth", "probe", "--backend", "iris", "--cluster", scenarios.CLUSTER,
+                           "--job", scenarios.JOB_ID, "--kubeconfig", str(kubeconfig), "--bundle-root", str(tmp_path / "b"),
+                           "--poll-interval", "0.3s", "--now", scenarios.NOW_ISO, "--format", "html", "-o", str(out),
+                           "--mode", "standard"], capture_output=True, text=True, env=env, timeout=300,
+                          stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert proc.returncode == 10 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    page = out.read_text()
+    assert 'id="verdict"' in page and ">KILL<" in page and 'data-plot="gpus"' in page
+    assert '<table id="history">' in page  # the probe's own history line is shown
