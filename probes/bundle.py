@@ -515,6 +515,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 read.layout = "jupiter"
             elif read.layout == "unknown" and manifest.get("cluster"):
                 read.layout = "iris"
+            _manifest_artifact_errors(read, manifest)
         except JsonReadError as exc:
             read.problems.append(ProblemNote(source="manifest.json", reason=str(exc)))
     # --- capture
@@ -606,6 +607,25 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
 
 
+def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_at_boundaries: bool = False,
+                  catalog: Catalog | None = None) -> BundleRead:
+    """One log file routed exactly as ``read_bundle`` routes it: signature occurrences (first per
+    attempt), metric records in every serialization (WANDB_MIRROR JSON and the legacy python-dict
+    blocks), step progress. ``split_at_boundaries``: attempts are numbered at the Iris boundary
+    lines (0 before the first), as for a bundle's finelog; otherwise every line is ``attempt``.
+    Every metric record is kept (no first-occurrence merge: the caller sees repeats)."""
+    from rlhealth.catalog import load_catalog
+    catalog = catalog or load_catalog()
+    read = BundleRead(root=Path(path).parent)
+    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
+    router = _Router(read, catalog, None, source, None if split_at_boundaries else attempt, skip)
+    router.is_finelog = split_at_boundaries
+    read.lines_read = router.scan(scanner_for(catalog), Path(path))
+    read.log_files.append(source)
+    _finish_stats(read, None)
+    return read
+
+
 def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
     """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
     .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
@@ -641,6 +661,27 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
         rule = next((r for r in policy["required"] if name.startswith(r["prefix"])), None)
         what = rule["what"] if rule else name
         read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {str(error)[:200]}",
+                                         gate=rule["gate"] if rule else "none"))
+
+
+def _manifest_artifact_errors(read: BundleRead, manifest: dict) -> None:
+    """The watcher's own record of artifacts it failed to sync (manifest.json artifacts.errors)
+    become evidence problems, on the gate rules/capture_probes.yaml names for that artifact."""
+    artifacts = manifest.get("artifacts") if isinstance(manifest.get("artifacts"), dict) else {}
+    errors = artifacts.get("errors")
+    if not isinstance(errors, list):
+        return
+    from rlhealth.catalog import load_capture_probe_policy
+    policy = load_capture_probe_policy()
+    for error in errors[:20]:
+        if isinstance(error, dict):
+            name = str(error.get("artifact") or error.get("name") or error.get("path") or "artifact")
+            text = str(error.get("error") or error.get("reason") or error.get("message") or json.dumps(error, sort_keys=True))
+        else:
+            name, text = str(error).split(":", 1)[0].strip() or "artifact", str(error)
+        rule = next((r for r in policy["artifacts"] if name.startswith(r["prefix"])), None)
+        read.problems.append(ProblemNote(source="manifest.json",
+                                         reason=f"the sync recorded an error for {rule['what'] if rule else name}: {text[:200]}",
                                          gate=rule["gate"] if rule else "none"))
 
 

@@ -198,8 +198,6 @@ def render_report_html(report, *, history: list[dict[str, Any]] | None = None) -
     import markupsafe
 
     derivation = getattr(report, "derivation", None)
-    if derivation is None:
-        derivation = report.to_json_dict().get("derivation")
     return _env().get_template("report.html.j2").render(
         r=report, gate_names=GATES, plots=[{**p, "svg": markupsafe.Markup(p["svg"]) if p["svg"] else None} for p in report_plots(report.plots)],
         derivation=[d if isinstance(d, dict) else d.model_dump() for d in (derivation or [])],

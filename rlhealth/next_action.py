@@ -1,8 +1,8 @@
 """The machine form of ``next_action``: ``{"kind": ..., "command": argv | null}``.
 
-The kind is derived here from the verdict and the deciding finding in ONE function,
-``next_action_kind``; it is meant to move into the rule data (each rule naming the kind of action
-it recommends) when the rule base carries it. ``probe`` carries the exact ``rlhealth probe`` argv
+The kind is derived here from the verdict and the rule base's conclusions in ONE function,
+``next_action_kind``; it is meant to move into the rule data (each verdict rule naming the kind of
+action it recommends) when the rule base carries it. ``probe`` carries the exact ``rlhealth probe`` argv
 that refreshes this job's evidence into the same bundle.
 """
 from __future__ import annotations
@@ -12,15 +12,10 @@ from pathlib import Path
 from typing import Any
 
 KINDS = ("kill", "leave", "probe", "fix_and_relaunch", "investigate")
-_STATUS_RANK = {"FAIL": 0, "ERROR": 1, "PASS": 2}
 
 
-def deciding_finding(gate_findings: dict[str, list], verdict: str):
-    """The most load-bearing finding behind ``verdict`` (same ordering as the report's)."""
-    ordered = sorted((f for fs in gate_findings.values() for f in fs),
-                     key=lambda f: (_STATUS_RANK[f.status], f.order, f.rule))
-    wanted = {"KILL": ("FAIL",), "ERROR": ("FAIL", "ERROR")}.get(verdict, ("FAIL", "ERROR", "PASS"))
-    return next((f for f in ordered if f.status in wanted), None)
+def _conclusions(result) -> list:
+    return [d for d in result.derived if d.kind == "conclusion"] if result is not None else []
 
 
 def next_action_kind(verdict: str, *, terminal: bool, job_state: str, stale: bool, first_error: bool,
@@ -78,19 +73,33 @@ def _last_probe_host(bundle: Path) -> str | None:
     return None
 
 
-def machine_form(report, *, gate_findings, obs, read) -> dict[str, Any]:
-    top = deciding_finding(gate_findings, report.verdict)
-    stall_fail = any(f.stall and f.status == "FAIL" for fs in gate_findings.values() for f in fs)
+def machine_form(report, *, obs, read, result) -> dict[str, Any]:
+    """The machine next action from the rule base's conclusions (``evidence_stale``, ``live_evidence``,
+    ``finding_stands`` with ``stall``) and the deciding verdict fact; an engine failure investigates."""
+    conclusions = _conclusions(result)
+    names = {str(d.fields.get("name")) for d in conclusions}
+    stall = any(d.fields.get("name") == "finding_stands" and d.fields.get("status") == "FAIL" and d.fields.get("stall")
+                for d in conclusions)
     kind = next_action_kind(report.verdict, terminal=report.terminal, job_state=str(obs.job.get("state") or "unknown"),
-                            stale=bool(obs.job.get("stale")), first_error=obs.first_error is not None,
-                            stall_without_live_evidence=stall_fail and not obs.job.get("live_evidence"))
+                            stale="evidence_stale" in names, first_error=obs.first_error is not None,
+                            stall_without_live_evidence=stall and "live_evidence" not in names) \
+        if result is not None else "investigate"
+    deciding = None
+    if result is not None:
+        from rlhealth.diagnose import _by_kind, _deciding
+
+        decided = _deciding(_by_kind(result, "verdict"), result)
+        deciding = decided.rule if decided is not None else None
     command = probe_argv(report, read.manifest, read.root) if kind == "probe" else None
-    return {"kind": kind, "command": command, "deciding_rule": top.rule if top is not None else None}
+    return {"kind": kind, "command": command, "deciding_rule": deciding}
 
 
-def complete_report(report, *, read, obs, gate_findings, given=None, with_plots: bool = False):
+def complete_report(report, *, read, obs, result, given=None, with_plots: bool = False):
     """Add the dispatcher's given evidence, the machine next action and (for HTML) the plot series."""
-    update: dict[str, Any] = {"next_action_machine": machine_form(report, gate_findings=gate_findings, obs=obs, read=read)}
+    update: dict[str, Any] = {"next_action_machine": machine_form(report, obs=obs, read=read, result=result)}
+    if isinstance(given, dict):
+        from rlhealth.given import Given
+        given = Given.model_validate(given)
     if given is not None:
         update["given"] = json.loads(given.model_dump_json())
     if with_plots:

@@ -38,6 +38,8 @@ class RestartsReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     burned: int = 0
     max_retries: int | None = None
+    remaining: int | None = None
+    """Retries left after the burned ones (max_retries - burned), when the budget is known."""
     same_failure: bool = False
     attempts: list[AttemptReport] = Field(default_factory=list)
     finding: str = ""
@@ -76,6 +78,14 @@ class Report(BaseModel):
     metric_window: dict[str, Any] | None = None
     phase_table: list[dict[str, Any]] = Field(default_factory=list)
     first_error: Evidence | None = None
+    behavioral_break: dict[str, Any] | None = None
+    """Where a behavioral break (broken replay, ...) began: {kind, step, evidence}; the audit
+    selects the last checkpoint before it."""
+    derivation: list[dict[str, Any]] = Field(default_factory=list)
+    """Every derived fact back to the measurements and quoted lines (verdict, gate, conclusion,
+    measurement and missing nodes; ``from`` lists the ids a node was derived from)."""
+    why: list[str] = Field(default_factory=list)
+    """The chain that decided the verdict, as the Markdown WHY block prints it."""
     given: dict[str, Any] | None = None
     """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
     next_action_machine: dict[str, Any] | None = None
