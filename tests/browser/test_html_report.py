@@ -65,7 +65,7 @@ def test_html_carries_the_markdown_content(tmp_path):
     shown = re.search(r'<pre id="markdown">(.*?)</pre>', page, re.S).group(1)
     assert html_lib.unescape(shown).rstrip("\n") == md.rstrip("\n")
     for gate in ("LIVENESS", "RESOURCES", "ROLLOUTS", "DYNAMICS"):
-        assert f"<td>{gate}</td>" in page
+        assert f'<td class="key">{gate}</td>' in page
 
 
 def test_screenshot_of_the_html_report_for_the_docs(tmp_path, update_golden):
