@@ -102,13 +102,22 @@ class PlacementInfo(BaseModel):
 
 
 class JobInfo(BaseModel):
-    """``job.json``: what the probe learned about the launch."""
+    """``job.json``: what the probe learned about the launch (docs in README "Live probes").
+
+    ``sources`` names where each value was read: keys are the field paths (``mode_hint``,
+    ``resolved_config``, ``model``, ``hardware.gpu``, ``hardware.gpus_per_node``, ``nodes``,
+    ``launch_args``, ``max_retries``, ``placement``), values ``"<capture-relative file>:<line>"`` or
+    ``"<file>: <config key>"``."""
     model_config = ConfigDict(extra="forbid")
     mode_hint: Literal["agentic", "standard"] | None = None
     resolved_config: dict[str, Any] | None = None
     model: ModelInfo | None = None
     hardware: HardwareInfo | None = None
     placement: PlacementInfo | None = None
+    max_retries: int | None = None          # the launch's gang retry budget (--max-retries K)
+    launch_args: list[str] | None = None    # the launch command line as tokens (batch script / container)
+    nodes: list[str] | None = None          # node (Slurm) or pod (Kubernetes) names of the running attempt
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
 class GpuPoll(BaseModel):

@@ -55,7 +55,7 @@ def usable_cores() -> int:
 
 def _diagnose_one(path: str, now_iso: str, max_age_s: float) -> dict[str, Any]:
     """One bundle -> one triage row; never raises (an internal failure is an ERROR row)."""
-    from rlhealth.cli import parse_now
+    from rlhealth.usage import parse_now
     from rlhealth.diagnose import diagnose
     from rlhealth.progress import disable
 
@@ -122,7 +122,7 @@ def sort_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def exit_code(rows: list[dict[str, Any]]) -> int:
     """The exit status of the most urgent verdict (10 any KILL, 20 any ERROR, else 0)."""
-    from rlhealth.cli import VERDICT_EXIT
+    from rlhealth.usage import VERDICT_EXIT
 
     if not rows:
         return VERDICT_EXIT["ERROR"]

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from rlhealth.cli import parse_now
+from rlhealth.usage import parse_now
 from rlhealth.diagnose import diagnose
 from rlhealth.triage import find_bundles, sort_rows
 

@@ -1228,7 +1228,7 @@ def last_retry_stalled(b_root):
 def gpu_memory_pinned_stalled(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
     b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
-    b.capture(at(200), polls=polls({"policy": 99.0, "inference": 0.0}, mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
+    b.capture(at(200), polls=polls({"policy": 0.0, "inference": 0.0}, mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
               state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
                      "attempts": []})
     return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(resources="FAIL"),
@@ -1328,6 +1328,20 @@ def standard_bring_up_early(b_root):
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"), confidence="medium",
                 restarts=dict(burned=0, same_failure=False), fired=["rollouts.std_early", "liveness.bring_up", "dynamics.too_early"],
                 evidence=[], description="A standard run 40 minutes into bring-up: launch lines and a first step started, no reward yet.")
+
+
+@incident
+def controller_counted_failure(b_root):
+    b = agentic_running(b_root)
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 1, "preemption_count": 0, "max_retries": 3,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0")]})
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=1, same_failure=False, max_retries=3, remaining=2),
+                fired=["restarts.controller_failures_only"], evidence=[],
+                description="The controller counts one failed attempt that left no record or log; the run is healthy.")
 
 
 @incident

@@ -153,7 +153,7 @@ def test_diagnose_record_and_history(tmp_path):
     first = json.loads(lines[0])
     assert set(first) >= {"t", "verdict", "confidence", "gates", "capture", "rlhealth", "command"}
     assert first["verdict"] == "ERROR" and first["rlhealth"] == __version__ and first["command"] == "diagnose"
-    from rlhealth.cli import parse_now
+    from rlhealth.usage import parse_now
     assert first["t"] == parse_now(e["now"]).strftime("%Y-%m-%dT%H:%M:%SZ")
     with path.open("a") as fh:
         fh.write("{not json\n")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlhealth.cli import parse_now
+from rlhealth.usage import parse_now
 from rlhealth.diagnose import diagnose
 from rlhealth.html import render_report_html
 
