@@ -23,7 +23,14 @@ ControllerStateName = Literal[
     "pending", "building", "running", "succeeded", "failed", "killed",
     "worker_failed", "unschedulable", "absent",
 ]
-TERMINAL_STATES = frozenset({"succeeded", "failed", "killed", "worker_failed", "unschedulable", "absent"})
+def _value_sets() -> dict[str, list[str]]:
+    import yaml
+    from importlib import resources
+    return yaml.safe_load(resources.files("rlhealth.rules").joinpath("sets.yaml").read_text(encoding="utf-8"))
+
+
+TERMINAL_STATES = frozenset(_value_sets()["terminal_states"])
+"""The one terminal-state set (rules/sets.yaml terminal_states), shared with the rule base."""
 
 
 def utc_iso(t: datetime) -> str:

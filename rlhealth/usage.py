@@ -15,6 +15,8 @@ EXIT_USAGE = 2
 EXIT_KILL = 10
 EXIT_ERROR = 20
 VERDICT_EXIT = {"NO-KILL": EXIT_NO_KILL, "KILL": EXIT_KILL, "ERROR": EXIT_ERROR}
+EXIT_AUDIT_COMPLETE = EXIT_NO_KILL      # audit: the completion record is complete
+EXIT_AUDIT_BLOCKED = EXIT_ERROR         # audit: blocking problems, or the audit could not complete
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
