@@ -28,6 +28,7 @@ from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
 from rlhealth.probes.scan import LineHit, Pattern, Scanner, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
+from rlhealth.progress import human_bytes, scan_progress
 
 LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
 NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
@@ -560,7 +561,11 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 read.current_leg_missing = True
     read.leg_ids = legs
     seen_steps: set[int] = set()
-    for path, rel in files:
+    progress = scan_progress(len(files))
+    scanned_bytes = 0
+    for index, (path, rel) in enumerate(files, start=1):
+        if progress.enabled:
+            progress.update(index - 1, f"{rel} ({human_bytes(scanned_bytes)} scanned)")
         leg = _slurm_leg(rel)
         if rel in ("finelog.log", "finelog.stderr") and read.layout == "jupiter":
             leg = bundle_leg if bundle_leg in legs else (legs[-1] if legs else None)
@@ -571,6 +576,12 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
             read.log_files.append(rel)
         except OSError as exc:
             read.problems.append(ProblemNote(source=rel, reason=f"unreadable log: {exc.strerror or exc}"))
+        if progress.enabled:
+            try:
+                scanned_bytes += path.stat().st_size
+            except OSError:
+                pass
+    progress.close()
     _finish_stats(read, reference)
     # --- trials (read in a forked process while the logs are scanned; see BackgroundSummary)
     if trials_job is not None:

@@ -191,6 +191,10 @@ class CaptureWriter:
     def record(self, record: ProbeRecord) -> None:
         self.manifest.probes.append(record)
         self.flush()
+        from rlhealth.progress import current
+        progress = current()
+        if progress is not None:  # the live probe's steps on a terminal
+            progress.step(f"{len(self.manifest.probes)} probe steps; last: {record.name}" + (" (failed)" if record.error else ""))
 
     def flush(self) -> None:
         """Write ``capture.json`` (called after every record so a crash keeps what was done)."""

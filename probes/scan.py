@@ -8,6 +8,7 @@ segments that keep its line number.
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from rlhealth.probes.textio import clean_line
 
 BLOCK_BYTES = 8 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
+NUMPY_MIN_BYTES = 256 * 1024
+"""Blocks at least this big count newlines with numpy; smaller ones with bytes.count (no numpy import)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,7 @@ class Scanner:
             if p.caseless:
                 f |= hyperscan.HS_FLAG_CASELESS
             flags.append(f)
-        import numpy   # vectorized newline positions: the per-byte work stays in C
-
-        self._np = numpy
+        self._np = None   # numpy, imported by the first block big enough to need it (start-up time)
         self._keys = [p.key for p in self.patterns]
         self._key_cache: dict[int, tuple[str, ...]] = {}
         self._buffers = None
@@ -83,6 +84,13 @@ class Scanner:
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(expressions=[p.regex.encode() for p in self.patterns],
                          ids=list(range(len(self.patterns))), elements=len(self.patterns), flags=flags)
+
+    def _numpy(self):
+        if self._np is None:
+            import numpy   # vectorized newline counts for big blocks: the per-byte work stays in C
+
+            self._np = numpy
+        return self._np
 
     def scan_file(self, path: Path, source: str, on_hit: Callable[[LineHit], None],
                   block_bytes: int = BLOCK_BYTES) -> int:
@@ -119,13 +127,14 @@ class Scanner:
         # until the next block is read. A concurrent scan with the same Scanner gets its own.
         owned = self._buffer_lock.acquire(blocking=False)
         try:
+            small = _file_size(path) < NUMPY_MIN_BYTES
             if owned:
-                if self._buffers is None or len(self._buffers[0]) != cap:
+                if self._buffers is None or len(self._buffers[0]) != cap or (not small and self._buffers[1] is None):
                     self._buffers = None
-                    self._buffers = (bytearray(cap), self._np.empty(cap, dtype=bool))
+                    self._buffers = (bytearray(cap), None if small else self._numpy().empty(cap, dtype=bool))
                 buf, mask = self._buffers
             else:
-                buf, mask = bytearray(cap), self._np.empty(cap, dtype=bool)
+                buf, mask = bytearray(cap), None if small else self._numpy().empty(cap, dtype=bool)
             yield from self._blocks(path, block_bytes, max_line, cap, buf, mask)
         finally:
             if owned:
@@ -185,16 +194,25 @@ class Scanner:
             append((to, pid))
 
         self._db.scan(memoryview(block)[:end] if end != len(block) else block, match_event_handler=on_match)
-        np = self._np
-        arr = np.frombuffer(block, dtype=np.uint8, count=end)
-        is_nl = np.equal(arr, 10, out=mask[:end]) if mask is not None and len(mask) >= end else arr == 10
+        if end < NUMPY_MIN_BYTES:
+            count_bytes = block.count
+
+            def newlines(a: int, b: int) -> int:
+                return count_bytes(b"\n", a, b)
+        else:
+            np = self._numpy()
+            arr = np.frombuffer(block, dtype=np.uint8, count=end)
+            is_nl = np.equal(arr, 10, out=mask[:end]) if mask is not None and len(mask) >= end else arr == 10
+            count_nonzero = np.count_nonzero
+
+            def newlines(a: int, b: int) -> int:
+                return int(count_nonzero(is_nl[a:b]))
         if not matches:
-            return int(np.count_nonzero(is_nl)), []
+            return newlines(0, end), []
         if len(matches) > 1:
             matches.sort()
         # Line bounds from bytes.rfind/find (memchr); line numbers by counting the newline mask
         # between consecutive matching lines (no per-block index arrays: no allocation churn).
-        count = np.count_nonzero
         key_cache = self._key_cache
         keys_of = self._keys
         find, rfind = block.find, block.rfind
@@ -208,7 +226,7 @@ class Scanner:
             # the line of a match holds its last byte (offset to-1)
             start = rfind(b"\n", 0, to - 1 if to > 0 else 0) + 1
             if start > pos:
-                k += int(count(is_nl[pos:start]))
+                k += newlines(pos, start)
                 pos = start
             line_end = find(b"\n", start, end)
             if line_end < 0:
@@ -226,8 +244,15 @@ class Scanner:
                 if keys is None:
                     keys = key_cache[first] = (keys_of[first],)
             hits.append((start, line_end, k, keys))
-        total = k + int(count(is_nl[pos:end]))
+        total = k + newlines(pos, end)
         return total, hits
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return NUMPY_MIN_BYTES   # unknown: the open() that follows reports the error
 
 
 def _readinto_full(handle, view: memoryview) -> int:

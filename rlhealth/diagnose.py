@@ -23,15 +23,18 @@ _DISPLAY_RANK = {"FAIL": 0, "ERROR": 1, "PASS": 2}
 
 
 def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_override: str | None = None,
-             capture: str | None = None) -> Report:
+             capture: str | None = None, given=None, with_plots: bool = False) -> Report:
+    """``given``: a ``rlhealth.given.Given`` (dispatcher inputs); ``with_plots``: collect HTML plot series."""
     catalog = load_catalog()
     read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp())
     obs = observe(read, catalog, now=now.timestamp(), max_age_s=max_age_s, mode_override=mode_override)
     try:
         result = run_rules(catalog.rules, obs.facts, catalog.thresholds, catalog.sets)
-        return _report(obs, now, catalog, result)
+        report = _report(obs, now, catalog, result)
     except EngineError as exc:
-        return _engine_failure_report(obs, now, str(exc))
+        result, report = None, _engine_failure_report(obs, now, str(exc))
+    from rlhealth.next_action import complete_report
+    return complete_report(report, read=read, obs=obs, result=result, given=given, with_plots=with_plots)
 
 
 def _by_kind(result: EngineResult, kind: str) -> list[Derived]:

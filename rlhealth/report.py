@@ -86,6 +86,12 @@ class Report(BaseModel):
     measurement and missing nodes; ``from`` lists the ids a node was derived from)."""
     why: list[str] = Field(default_factory=list)
     """The chain that decided the verdict, as the Markdown WHY block prints it."""
+    given: dict[str, Any] | None = None
+    """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
+    next_action_machine: dict[str, Any] | None = None
+    """``{"kind": kill|leave|probe|fix_and_relaunch|investigate, "command": argv | null, "deciding_rule"}``."""
+    plots: dict[str, Any] | None = Field(default=None, exclude=True)
+    """Series for the HTML report's plots (``rlhealth.plots_data``); never part of the JSON."""
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

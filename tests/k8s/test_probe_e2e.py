@@ -97,3 +97,41 @@ def test_api_faults_surface_as_error(serve, tmp_path):
     assert "probe 'pod:log' failed" in report["gates"]["liveness"]["finding"]
     assert "HTTP 500" in report["gates"]["liveness"]["finding"]
     assert any("exec:nvidia-smi-query-gpu" in p["reason"] for p in report["problems"])
+
+
+def test_every_probe_appends_to_the_verdict_history(serve, tmp_path):
+    """Two probes of one job: two dated lines in rlhealth/verdicts.jsonl, the flip visible in `history`."""
+    from rlhealth.history import HISTORY_FILE
+
+    _, first = probe_cli(serve, tmp_path, scenarios.healthy())
+    _, second = probe_cli(serve, tmp_path, scenarios.deception())
+    bundle = first["evidence_dir"]
+    assert second["evidence_dir"] == bundle
+    lines = [json.loads(x) for x in (tmp_path / bundle / HISTORY_FILE).read_text().splitlines()]
+    assert [e["verdict"] for e in lines] == [first["verdict"], "KILL"]
+    assert [(e["command"], e["t"]) for e in lines] == [("probe", scenarios.NOW_ISO)] * 2
+    assert lines[0]["capture"] != lines[1]["capture"] and all(e["capture"] for e in lines)
+    assert lines[1]["gates"]["liveness"] == "FAIL" and lines[1]["argv"][:3] == ["rlhealth", "probe", "--backend"]
+    from rlhealth import __version__
+    assert {e["rlhealth"] for e in lines} == {__version__}
+    out = subprocess.run([sys.executable, "-m", "rlhealth", "history", str(tmp_path / bundle), "--format", "json"],
+                         capture_output=True, text=True, cwd=tmp_path, check=False)
+    entries = json.loads(out.stdout)["entries"]
+    assert [e["flipped"] for e in entries] == [False, first["verdict"] != "KILL"]
+
+
+def test_probe_writes_an_html_report(serve, tmp_path):
+    server, kubeconfig = serve(scenarios.deception())
+    out = tmp_path / "probe.html"
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and not os.path.exists(os.path.join(d, "iris")))
+    proc = subprocess.run([sys.executable, "-m", "rlhealth", "probe", "--backend", "iris", "--cluster", scenarios.CLUSTER,
+                           "--job", scenarios.JOB_ID, "--kubeconfig", str(kubeconfig), "--bundle-root", str(tmp_path / "b"),
+                           "--poll-interval", "0.3s", "--now", scenarios.NOW_ISO, "--format", "html", "-o", str(out),
+                           "--mode", "standard"], capture_output=True, text=True, env=env, timeout=300,
+                          stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert proc.returncode == 10 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+    page = out.read_text()
+    assert 'id="verdict"' in page and ">KILL<" in page and 'data-plot="gpus"' in page
+    assert '<table id="history">' in page  # the probe's own history line is shown

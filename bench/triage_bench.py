@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Triage throughput (jobs per minute): ``rlhealth triage ROOT`` against diagnosing the same
+bundles one after another, each as a whole process (how a supervisor without triage runs them).
+
+    bench/run --triage                        # incident corpus + 20 hard-linked copies of the base bundle
+    bench/triage_bench.py --copies 20 --log-gib 1 --trials 20000 --runs 3
+
+Two corpora: the replayed incidents (``tests/incidents/``, small bundles) and ``--copies`` copies
+of the generated benchmark bundle (hard links: no extra disk, one page cache), laid out as a
+syncdown root ``jobs/<cluster>/<user>/<job-NN>/``. Each measurement runs after one untimed
+warm-up; medians of ``--runs`` alternating runs are reported. The verdicts of triage and of the
+one-by-one runs are compared, job by job.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+
+def _rlhealth() -> list[str]:
+    import shutil
+
+    exe = shutil.which("rlhealth", path=str(Path(sys.executable).parent)) or shutil.which("rlhealth")
+    return [exe] if exe else [sys.executable, "-m", "rlhealth"]
+
+
+def _timed(argv: list[str]) -> tuple[float, bytes]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - t0, proc.stdout
+
+
+def one_by_one(bundles: list[Path], now: str) -> tuple[float, dict[str, str]]:
+    verdicts, t0 = {}, time.perf_counter()
+    for b in bundles:
+        _, out = _timed(_rlhealth() + ["diagnose", str(b), "--now", now, "--format", "json"])
+        verdicts[str(b)] = json.loads(out)["verdict"]
+    return time.perf_counter() - t0, verdicts
+
+
+def triage(root: Path, now: str, jobs: int | None) -> tuple[float, dict[str, str]]:
+    argv = _rlhealth() + ["triage", str(root), "--now", now, "--format", "json"] + (["--jobs", str(jobs)] if jobs else [])
+    wall, out = _timed(argv)
+    return wall, {r["path"]: r["verdict"] for r in json.loads(out)["jobs"]}
+
+
+def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, jobs: int | None) -> dict:
+    one_by_one(bundles, now), triage(root, now, jobs)  # warm-up: page cache, compiled bytecode
+    seq, par, single = [], [], []
+    same = True
+    for _ in range(runs):
+        w, v1 = one_by_one(bundles, now)
+        seq.append(w)
+        w, v2 = triage(root, now, jobs)
+        par.append(w)
+        w, v3 = triage(root, now, 1)
+        single.append(w)
+        same = same and v1 == v2 == v3
+    s, p, one = statistics.median(seq), statistics.median(par), statistics.median(single)
+    n = len(bundles)
+    row = {"corpus": name, "jobs": n, "one_by_one_s": s, "triage_s": p, "triage_one_worker_s": one,
+           "one_by_one_jobs_per_min": 60 * n / s, "triage_jobs_per_min": 60 * n / p, "speedup": s / p,
+           "pool_speedup": one / p, "same_verdicts": same, "one_by_one_all": seq, "triage_all": par,
+           "triage_one_worker_all": single}
+    print(f"[{name}] {n} jobs: one-by-one median {s:.2f}s ({row['one_by_one_jobs_per_min']:.0f} jobs/min), "
+          f"triage median {p:.2f}s ({row['triage_jobs_per_min']:.0f} jobs/min), speedup {row['speedup']:.2f}x; "
+          f"triage --jobs 1 {one:.2f}s (pool speedup {row['pool_speedup']:.2f}x); same verdicts: {same}")
+    return row
+
+
+def copies_root(workdir: Path, base: Path, copies: int) -> Path:
+    """``copies`` hard-linked copies of ``base`` as a syncdown root (rebuilt when the count changes)."""
+    import shutil
+
+    root = workdir / f"triage-{copies}x-{base.name}"
+    stamp = root / "copied.json"
+    want = {"base": str(base), "copies": copies, "base_mtime": (base / "manifest.json").stat().st_mtime}
+    if stamp.exists() and json.loads(stamp.read_text()) == want:
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    for i in range(copies):
+        dest = root / "jobs" / "cw-us-east-02a" / "bench" / f"{base.name}-{i:02d}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", str(base), str(dest)], check=True)
+    stamp.write_text(json.dumps(want))
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", type=Path, default=HERE / "out")
+    ap.add_argument("--incidents", type=Path, default=REPO / "tests" / "incidents")
+    ap.add_argument("--incidents-now", default="2026-08-01T15:30:00Z")
+    ap.add_argument("--copies", type=int, default=20, help="copies of the generated bundle (0: skip that corpus)")
+    ap.add_argument("--log-gib", type=float, default=1.0)
+    ap.add_argument("--trials", type=int, default=20000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, help="triage workers (default: triage's own, the usable cores)")
+    ap.add_argument("--json", type=Path, help="write the results here as JSON")
+    args = ap.parse_args(argv)
+    from rlhealth.triage import find_bundles, usable_cores
+
+    print(f"triage workers: {args.jobs or usable_cores()} (usable cores: {usable_cores()}, CPUs: {os.cpu_count()})")
+    rows = []
+    if args.incidents.is_dir():
+        rows.append(measure("incidents", args.incidents, find_bundles(args.incidents), args.incidents_now, args.runs, args.jobs))
+    if args.copies:
+        import gen
+
+        base, _ = gen.generate(args.workdir, f"{args.log_gib:g}g-{args.trials}t", int(args.log_gib * gen.GIB), args.trials)
+        root = copies_root(args.workdir, base, args.copies)
+        rows.append(measure(f"{args.copies}x {args.log_gib:g} GiB/{args.trials} trials", root, find_bundles(root),
+                            gen.NOW, args.runs, args.jobs))
+    print("\n| corpus | jobs | one-by-one (s) | triage --jobs 1 (s) | triage (s) | one-by-one jobs/min | triage jobs/min "
+          "| speedup vs one-by-one | pool speedup |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['corpus']} | {r['jobs']} | {r['one_by_one_s']:.2f} | {r['triage_one_worker_s']:.2f} | {r['triage_s']:.2f} | "
+              f"{r['one_by_one_jobs_per_min']:.0f} | {r['triage_jobs_per_min']:.0f} | **{r['speedup']:.2f}x** | "
+              f"{r['pool_speedup']:.2f}x |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0 if all(r["same_verdicts"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""HTML reports: one self-contained file (inline CSS, inline SVG plots, no scripts, no network).
+
+Plots are drawn by matplotlib (Agg canvas, SVG output, text as paths so no font is referenced)
+from pandas frames of the series ``rlhealth.plots_data`` measured; the page carries a
+Content-Security-Policy that forbids every fetch, so opening it never touches the network.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+_STATUS_COLORS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#9a6700", "KILL": "#cf222e",
+                  "NO-KILL": "#1a7f37"}
+_ROLE_COLORS = {"policy": "#8250df", "inference": "#0969da", "unknown": "#6e7781"}
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "rlhealth", "font.size": 9,
+                                "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": 96})
+    return plt
+
+
+def _svg(fig) -> str:
+    """The figure as an inline ``<svg>`` element (no XML prolog, no metadata, no external reference)."""
+    plt = _mpl()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def _epoch_index(values):
+    import pandas as pd
+
+    return pd.DatetimeIndex(pd.to_datetime(list(values), unit="s", utc=True)).tz_localize(None)
+
+
+def plot_training(training: dict, window: dict | None) -> str | None:
+    import pandas as pd
+
+    metrics = training.get("metrics") or {}
+    if not metrics or not training.get("steps"):
+        return None
+    plt = _mpl()
+    df = pd.DataFrame(metrics, index=pd.Index(training["steps"], name="step"), dtype="float64")
+    labels = {"reward": "reward", "entropy": "entropy", "tis_imp_ratio_mean": "TIS importance ratio (mean)",
+              "grad_norm": "grad norm"}
+    fig, axes = plt.subplots(len(df.columns), 1, figsize=(8, 1.7 * len(df.columns) + 0.4), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], df.columns):
+        df[name].plot(ax=ax, marker="." if len(df) < 60 else None, color="#0969da", linewidth=1.2)
+        ax.set_ylabel(labels.get(name, name), rotation=0, ha="right", va="center")
+        if window:
+            ax.axvspan(window["first_step"], window["last_step"], color="#ffd33d", alpha=0.25, linewidth=0)
+    axes[0, 0].set_title("training metrics per step" + (f" (judged window: steps {window['first_step']}-{window['last_step']}, shaded)"
+                                                          if window else ""), loc="left")
+    axes[-1, 0].set_xlabel("step")
+    return _svg(fig)
+
+
+def plot_phases(training: dict) -> str | None:
+    import pandas as pd
+
+    phases = training.get("phases") or {}
+    if not phases:
+        return None
+    plt = _mpl()
+    df = pd.DataFrame(phases, index=pd.Index(training["phase_steps"], name="step"), dtype="float64").fillna(0.0)
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    if len(df) <= 80:
+        df.plot.bar(stacked=True, ax=ax, width=0.85, colormap="tab20")
+        ticks = max(1, len(df) // 15)
+        ax.set_xticks(range(0, len(df), ticks))
+        ax.set_xticklabels([str(s) for s in df.index[::ticks]], rotation=0)
+    else:
+        df.plot.area(stacked=True, ax=ax, colormap="tab20", linewidth=0)
+    ax.set_ylabel("seconds")
+    ax.set_title("phase durations per step (stacked)", loc="left")
+    ax.legend(fontsize=7, ncol=min(4, len(df.columns)), loc="upper left", bbox_to_anchor=(0, -0.18), frameon=False)
+    return _svg(fig)
+
+
+def plot_throughput(throughput: dict, floor: float | None, floor_row: str | None) -> str | None:
+    import pandas as pd
+
+    if not throughput:
+        return None
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    for i, (engine, rows) in enumerate(sorted(throughput.items())):
+        s = pd.Series([r[1] for r in rows], index=_epoch_index([r[0] for r in rows]), name=engine)
+        s.plot(ax=ax, linewidth=1.0, label=engine if len(throughput) <= 8 else None)
+    if floor is not None:
+        ax.axhline(floor, color="#cf222e", linestyle="--", linewidth=1.2,
+                   label=f"table floor {floor:g} tok/s" + (f" ({floor_row})" if floor_row else ""))
+    ax.set_ylabel("generation tok/s")
+    ax.set_xlabel("")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"generation throughput per engine over time, UTC ({len(throughput)} engines)", loc="left")
+    fig.autofmt_xdate()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
+    return _svg(fig)
+
+
+def plot_trials(trials: dict | None) -> str | None:
+    import pandas as pd
+
+    if not trials or (not trials.get("rewards") and not any(trials.get("outcomes", {}).values())):
+        return None
+    plt = _mpl()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.6), gridspec_kw={"width_ratios": [3, 2]})
+    rewards = pd.Series(trials.get("rewards") or [], dtype="float64")
+    if len(rewards):
+        rewards.plot.hist(ax=ax1, bins=min(30, max(5, rewards.nunique())), color="#0969da")
+    ax1.set_title(f"trial reward histogram ({len(rewards)} trials)", loc="left")
+    ax1.set_xlabel("reward")
+    outcomes = pd.Series(trials.get("outcomes") or {}, dtype="float64")
+    outcomes = outcomes[outcomes > 0]
+    if len(outcomes):
+        outcomes.sort_index().plot.barh(ax=ax2, color="#8250df")
+    ax2.set_title("trial outcome mix", loc="left")
+    ax2.set_xlabel("trials")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def plot_gpus(rows: list[dict]) -> str | None:
+    import pandas as pd
+
+    if not rows:
+        return None
+    plt = _mpl()
+    df = pd.DataFrame(rows)
+    df["time"] = _epoch_index(df["t"])
+    df["mem_gib"] = df["mem_used_mib"].astype("float64") / 1024.0
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.6))
+    for role, group in sorted(df.groupby("role"), key=lambda kv: kv[0]):
+        per_poll = group.groupby("time")[["util_pct", "mem_gib"]].mean()
+        color = _ROLE_COLORS.get(role, "#6e7781")
+        per_poll["util_pct"].plot(ax=ax1, marker="o", color=color, label=f"{role} ({group[['host', 'gpu']].drop_duplicates().shape[0]} GPUs)")
+        per_poll["mem_gib"].plot(ax=ax2, marker="o", color=color, label=role)
+    ax1.set_title("GPU utilization per role (mean, live polls)", loc="left")
+    ax1.set_ylabel("util %")
+    ax1.set_ylim(-2, 102)
+    ax2.set_title("GPU memory used per role (mean)", loc="left")
+    ax2.set_ylabel("GiB")
+    for ax in (ax1, ax2):
+        ax.set_xlabel("poll time (UTC)")
+        ax.legend(fontsize=7)
+    fig.autofmt_xdate()
+    return _svg(fig)
+
+
+def report_plots(series: dict | None) -> list[dict[str, str]]:
+    """``[{"id", "title", "svg"}]`` for every plot the series support (absent data: no plot)."""
+    if not series:
+        return []
+    training = series.get("training") or {}
+    plots = [("training", "Reward, entropy, TIS and grad-norm", lambda: plot_training(training, series.get("window"))),
+             ("phases", "Phase durations per step", lambda: plot_phases(training)),
+             ("throughput", "Generation throughput per engine vs the table floor",
+              lambda: plot_throughput(series.get("throughput") or {}, series.get("floor_tok_s"), series.get("floor_row"))),
+             ("trials", "Trial rewards and outcomes", lambda: plot_trials(series.get("trials"))),
+             ("gpus", "GPU utilization and memory per role", lambda: plot_gpus(series.get("gpu") or []))]
+    out = []
+    for pid, title, draw in plots:
+        try:
+            svg = draw()
+        except Exception as exc:  # noqa: BLE001 - a plot that cannot be drawn is reported, the report still renders
+            out.append({"id": pid, "title": title, "svg": None, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        if svg:
+            out.append({"id": pid, "title": title, "svg": svg, "error": None})
+    return out
+
+
+def _env():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("rlhealth.reports", "templates"),
+                             undefined=jinja2.ChainableUndefined, autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["status_color"] = lambda s: _STATUS_COLORS.get(str(s), "#57606a")
+    return env
+
+
+def render_report_html(report, *, history: list[dict[str, Any]] | None = None) -> str:
+    from rlhealth.facts import GATES
+    from rlhealth.render import render_markdown
+
+    import markupsafe
+
+    derivation = getattr(report, "derivation", None)
+    return _env().get_template("report.html.j2").render(
+        r=report, gate_names=GATES, plots=[{**p, "svg": markupsafe.Markup(p["svg"]) if p["svg"] else None} for p in report_plots(report.plots)],
+        derivation=[d if isinstance(d, dict) else d.model_dump() for d in (derivation or [])],
+        history=history or [], markdown=render_markdown(report))
+
+
+def render_audit_html(record: dict[str, Any]) -> str:
+    return _env().get_template("audit.html.j2").render(r=record, sections=[
+        (k, record[k]) for k in sorted(record) if k not in ("schema", "evaluated_at", "run", "status", "exit_code", "error")])
