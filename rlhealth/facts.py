@@ -441,8 +441,8 @@ DERIVED_BASE_FIELDS = {
                 "finding", "finding_id"},
     "gate": {"gate", "status", "order", "stall", "early", "finding_id", "finding", "next_action", "flip_signal",
              "rule_of_finding"},
-    "verdict_candidate": {"verdict", "order", "next_action", "flip_signal"},
-    "verdict": {"verdict", "next_action", "flip_signal"},
+    "verdict_candidate": {"verdict", "order", "next_action", "flip_signal", "action_kind"},
+    "verdict": {"verdict", "next_action", "flip_signal", "action_kind", "decided_by"},
     "confidence": {"confidence"},
 }
 

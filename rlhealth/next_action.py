@@ -1,9 +1,8 @@
 """The machine form of ``next_action``: ``{"kind": ..., "command": argv | null}``.
 
-The kind is derived here from the verdict and the rule base's conclusions in ONE function,
-``next_action_kind``; it is meant to move into the rule data (each verdict rule naming the kind of
-action it recommends) when the rule base carries it. ``probe`` carries the exact ``rlhealth probe`` argv
-that refreshes this job's evidence into the same bundle.
+The kind is named by the verdict rule that decided (``action_kind`` in rules/rulesets/verdict.yaml).
+``probe`` carries the exact ``rlhealth probe`` argv that refreshes this job's evidence into the same
+bundle.
 """
 from __future__ import annotations
 
@@ -12,24 +11,6 @@ from pathlib import Path
 from typing import Any
 
 KINDS = ("kill", "leave", "probe", "fix_and_relaunch", "investigate")
-
-
-def _conclusions(result) -> list:
-    return [d for d in result.derived if d.kind == "conclusion"] if result is not None else []
-
-
-def next_action_kind(verdict: str, *, terminal: bool, job_state: str, stale: bool, first_error: bool,
-                     stall_without_live_evidence: bool) -> str:
-    """kill | leave | probe | fix_and_relaunch | investigate."""
-    if verdict == "KILL":
-        return "kill"
-    if verdict == "NO-KILL":
-        if terminal and job_state not in ("succeeded", "completed"):
-            return "fix_and_relaunch" if first_error else "investigate"
-        return "leave"
-    if stale or stall_without_live_evidence:
-        return "probe"
-    return "investigate"
 
 
 def bundle_root_of(bundle: Path) -> Path | None:
@@ -73,30 +54,23 @@ def _last_probe_host(bundle: Path) -> str | None:
     return None
 
 
-def machine_form(report, *, obs, read, result) -> dict[str, Any]:
-    """The machine next action from the rule base's conclusions (``evidence_stale``, ``live_evidence``,
-    ``finding_stands`` with ``stall``) and the deciding verdict fact; an engine failure investigates."""
-    conclusions = _conclusions(result)
-    names = {str(d.fields.get("name")) for d in conclusions}
-    stall = any(d.fields.get("name") == "finding_stands" and d.fields.get("status") == "FAIL" and d.fields.get("stall")
-                for d in conclusions)
-    kind = next_action_kind(report.verdict, terminal=report.terminal, job_state=str(obs.job.get("state") or "unknown"),
-                            stale="evidence_stale" in names, first_error=obs.first_error is not None,
-                            stall_without_live_evidence=stall and "live_evidence" not in names) \
-        if result is not None else "investigate"
-    deciding = None
+def machine_form(report, *, read, result) -> dict[str, Any]:
+    """The machine next action: the kind the deciding verdict rule names (``action_kind`` in
+    rules/rulesets/verdict.yaml); an engine failure investigates. ``probe`` carries the argv."""
+    decided = None
     if result is not None:
-        from rlhealth.diagnose import _by_kind, _deciding
-
-        decided = _deciding(_by_kind(result, "verdict"), result)
-        deciding = decided.rule if decided is not None else None
+        verdicts = sorted((d for d in result.derived if d.kind == "verdict"), key=lambda d: str(d.fields.get("decided_by")))
+        decided = verdicts[0] if verdicts else None
+    kind = str(decided.fields.get("action_kind")) if decided is not None else "investigate"
+    if kind not in KINDS:
+        kind = "investigate"
     command = probe_argv(report, read.manifest, read.root) if kind == "probe" else None
-    return {"kind": kind, "command": command, "deciding_rule": deciding}
+    return {"kind": kind, "command": command, "deciding_rule": decided.fields.get("decided_by") if decided else None}
 
 
 def complete_report(report, *, read, obs, result, given=None, with_plots: bool = False):
     """Add the dispatcher's given evidence, the machine next action and (for HTML) the plot series."""
-    update: dict[str, Any] = {"next_action_machine": machine_form(report, obs=obs, read=read, result=result)}
+    update: dict[str, Any] = {"next_action_machine": machine_form(report, read=read, result=result)}
     if isinstance(given, dict):
         from rlhealth.given import Given
         given = Given.model_validate(given)
