@@ -582,22 +582,49 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
     noise never counts. Attempt -1 holds files without an attempt of their own.
     """
     ranks = {"fatal": 0, "hang": 0, "transient": 0, "marker": 1, "secondary": 2}
+    candidates = {sig_id: agg for sig_id, agg in signatures.items() if agg.signature.severity in ranks}
+    explained = _explained(candidates)
     best: dict[int, tuple[int, Occurrence, str, bool]] = {}
-    for sig_id in sorted(signatures):
-        agg = signatures[sig_id]
-        rank = ranks.get(agg.signature.severity)
-        if rank is None:
-            continue
+    for sig_id in sorted(candidates):
+        agg = candidates[sig_id]
+        rank = ranks[agg.signature.severity]
         for attempt, occ in agg.first_by_attempt.items():
+            if (sig_id, attempt) in explained:
+                continue
             prior = best.get(attempt)
             if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])):
                 best[attempt] = (rank, occ, sig_id, agg.signature.transient)
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
 
 
-def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
-    """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
-    .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
+def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
+    """``(signature id, attempt)`` pairs whose first occurrence is a consequence of another
+    candidate signature of that attempt (the catalog's ``explains``): not timestamped strictly
+    before the explaining signature's first occurrence. If that would leave an attempt with no
+    candidate at all (explanations in a cycle), the attempt keeps all of them."""
+    out: set[tuple[str, int]] = set()
+    for explainer_id, explainer in candidates.items():
+        for target in explainer.signature.explains:
+            agg = candidates.get(target)
+            if agg is None or target == explainer_id:
+                continue
+            for attempt, occ in agg.first_by_attempt.items():
+                cause = explainer.first_by_attempt.get(attempt)
+                if cause is None:
+                    continue
+                if occ.ts is not None and cause.ts is not None and occ.ts < cause.ts:
+                    continue
+                out.add((target, attempt))
+    for attempt in {a for agg in candidates.values() for a in agg.first_by_attempt}:
+        present = {sig_id for sig_id, agg in candidates.items() if attempt in agg.first_by_attempt}
+        if present and all((sig_id, attempt) in out for sig_id in present):
+            out -= {(sig_id, attempt) for sig_id in present}
+    return out
+
+
+def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> BundleRead:
+    """Scan log files as ONE attempt (no reference time) with the diagnosis' scanner and routing:
+    every signature the catalog recognised (after suppression and skip rules), with occurrences."""
     from rlhealth.catalog import load_catalog
     catalog = catalog or load_catalog()
     read = BundleRead(root=Path("."))
@@ -608,7 +635,19 @@ def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = 
             _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
         except OSError:
             continue
-    found = first_errors_by_attempt(read.signatures).get(1)
+    return read
+
+
+def first_causal_signature(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> tuple[Occurrence, str] | None:
+    """The first causal error across the log files of ONE attempt and its signature id."""
+    found = first_errors_by_attempt(scan_signatures(files, catalog).signatures).get(1)
+    return (found[0], found[1]) if found else None
+
+
+def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
+    """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
+    .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
+    found = first_causal_signature(files, catalog)
     return found[0] if found else None
 
 

@@ -258,9 +258,10 @@ def _read_full(handle, size: int) -> bytes:
     return data or b""
 
 
-_PREFIX = re.compile(r"^\s*\([^)]{1,200}\)\s?")
+_PREFIX = re.compile(r"^\s*(?:\([^)]{1,200}\)|\[rank[0-9]{1,6}\]:)\s?")
 
 
 def strip_actor_prefix(text: str) -> str:
-    """Remove a leading Ray actor prefix such as ``(skyrl_entrypoint pid=12)``."""
+    """Remove a leading Ray actor prefix such as ``(skyrl_entrypoint pid=12)`` or torchrun's
+    per-rank prefix ``[rank3]:`` (which it puts before every line a rank prints)."""
     return _PREFIX.sub("", text, count=1)
