@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T_](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?")
 _VLLM = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})")
 # c10 writes the month unpadded ("E801" = Aug 1), glog pads it ("E0801"): 3 digits = M DD, 4 = MM DD.
-_GLOG = re.compile(r"\[[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})")
+_GLOG = re.compile(r"\[[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
 _GLOG_BARE = re.compile(r"^\s*(?:\([^)]{1,200}\)\s*)?[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.\d+ +\d+ ")
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
                                       start=1)}
@@ -74,10 +74,15 @@ def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
             if frac:
                 t += float("0." + frac)
             return t - _tz_offset(tz)
-    for pattern in (_VLLM, _GLOG):
-        m = pattern.search(text)
-        if m:
-            return _yearless(*(int(g) for g in m.groups()), reference_epoch)
+    m = _VLLM.search(text)
+    if m:
+        return _yearless(*(int(g) for g in m.groups()), reference_epoch)
+    m = _GLOG.search(text)
+    if m:
+        t = _yearless(*(int(g) for g in m.groups()[:5]), reference_epoch)
+        if t is not None and m.group(6):
+            t += float("0." + m.group(6))   # c10 prints nanoseconds: orders ranks within a second
+        return t
     m = _GLOG_BARE.match(text)
     if m:
         return _yearless(*(int(g) for g in m.groups()), reference_epoch)
