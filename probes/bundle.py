@@ -53,6 +53,9 @@ EXTRACTORS: dict[str, str] = {
 TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
 _SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
 _EXCEPTION_LINE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Abort)\b.*")
+# A logger prefix repeated on every line of a logged traceback: vLLM's "ERROR 03-13 06:55:20
+# [async_llm.py:710] " (V1) / "ERROR 06-22 20:16:34 async_llm_engine.py:52] " (V0).
+_LOGGED_TRACE_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [0-9]{2}-[0-9]{2} [0-9:]{8} (?:\[[^\]]{1,200}\]|\S+:[0-9]+\]) ?")
 
 
 @dataclass
@@ -367,7 +370,7 @@ class _Router:
     def _exception_line(self, hit: LineHit) -> tuple[int, str] | None:
         """The exception line closing a traceback that starts at ``hit`` (same block)."""
         for offset, line in enumerate(hit.following_lines(limit=300), start=1):
-            body = strip_actor_prefix(line)
+            body = _LOGGED_TRACE_PREFIX.sub("", strip_actor_prefix(line), count=1)
             if not body.strip() or body.startswith((" ", "\t")) or body.startswith("Traceback"):
                 continue
             if _EXCEPTION_LINE_RE.match(body) or ": " in body:
@@ -592,9 +595,21 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
             if (sig_id, attempt) in explained:
                 continue
             prior = best.get(attempt)
-            if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])):
+            if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])) or (
+                    rank == prior[0] and _same_line(occ, prior[1]) and _quotes_other_line(candidates[prior[2]])
+                    and not _quotes_other_line(agg)):
                 best[attempt] = (rank, occ, sig_id, agg.signature.transient)
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
+
+
+def _same_line(a: Occurrence, b: Occurrence) -> bool:
+    return a.source == b.source and a.line == b.line
+
+
+def _quotes_other_line(agg: SignatureAgg) -> bool:
+    """A signature that quotes another line (a traceback quoting its exception line) is generic:
+    on that same line a signature matching the line itself names the error."""
+    return agg.signature.detail_after is not None
 
 
 def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
@@ -622,9 +637,11 @@ def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
     return out
 
 
-def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> BundleRead:
-    """Scan log files as ONE attempt (no reference time) with the diagnosis' scanner and routing:
-    every signature the catalog recognised (after suppression and skip rules), with occurrences."""
+def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = None,
+                    reference_epoch: float | None = None) -> BundleRead:
+    """Scan log files as ONE attempt with the diagnosis' scanner and routing: every signature the
+    catalog recognised (after suppression and skip rules), with occurrences. Yearless timestamps
+    take their year from ``reference_epoch`` (None: 1970, still ordered within the files)."""
     from rlhealth.catalog import load_catalog
     catalog = catalog or load_catalog()
     read = BundleRead(root=Path("."))
@@ -632,7 +649,7 @@ def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = Non
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
     for path, rel in files:
         try:
-            _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
+            _Router(read, catalog, reference_epoch, rel, 1, skip).scan(scanner, path)
         except OSError:
             continue
     return read

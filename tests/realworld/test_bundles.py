@@ -51,6 +51,17 @@ def torchrun_pod_log_rank_prefixed_nccl_error(root):
     running(root).write("pod_logs/iris-alice-rl-qwen8b-gsm8k-0-1a2b3c-0.log", text("nccl-remote-error-torchrun-rank-prefix"))
 
 
+@case("KILL", "[rank0]: AttributeError: 'AcceleratorState' object has no attribute 'mixed_precision'", "liveness")
+def torchrun_pod_log_rank_prefixed_traceback_quotes_exception_not_frame(root):
+    running(root).write("pod_logs/iris-alice-rl-qwen8b-gsm8k-0-1a2b3c-0.log",
+                        text("torchrun-rank-prefixed-traceback-attributeerror"))
+
+
+@case("KILL", "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue", "resources")
+def vllm_logged_traceback_names_engine_death_not_a_frame(root):
+    running(root).write("ray_vllm_logs/api-server-0.log", text("vllm-v1-output-handler-failed-ascend"))
+
+
 @case("KILL", "SIGSEGV received at time=1709028495", "liveness")
 def ray_worker_err_sigsegv(root):
     running(root).write("ray_logs/worker-5f2a-01000000-73667.err", text("ray-sigsegv-logging-cc"))

@@ -8,6 +8,7 @@ traceback exception lines); the first causal error is chosen by the diagnosis' o
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,13 @@ import yaml
 
 from rlhealth.catalog import load_catalog
 from rlhealth.probes.bundle import first_errors_by_attempt, scan_signatures
+from rlhealth.probes.parse.slurm import parse_stepd_lines
 
 CORPUS = Path(__file__).with_name("corpus.yaml")
 ENTRIES = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))["entries"]
 CATALOG = load_catalog()
+REFERENCE = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc)
+"""The capture time yearless stamps are read against (``time`` fields are UTC under it)."""
 CAUSAL_SEVERITIES = {"fatal", "hang", "transient", "marker", "secondary"}
 
 
@@ -46,7 +50,7 @@ def test_every_referenced_signature_has_description_remediation_and_references()
 def test_entry(entry, tmp_path):
     log = tmp_path / "excerpt.log"
     log.write_text(entry["text"], encoding="utf-8")
-    read = scan_signatures([(log, "excerpt.log")], CATALOG)
+    read = scan_signatures([(log, "excerpt.log")], CATALOG, REFERENCE.timestamp())
     first = first_errors_by_attempt(read.signatures).get(1)
     found = sorted(read.signatures)
     if entry["expect"] == "none":
@@ -59,5 +63,22 @@ def test_entry(entry, tmp_path):
         assert CATALOG.signatures[first[1]].family == entry["family"]
         if entry.get("quote"):
             assert entry["quote"] in first[0].text, first[0].text
+        if "time" in entry:
+            got = first[0].ts
+            want = entry["time"]
+            assert (None if got is None else datetime.fromtimestamp(int(got), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")) == want
     for benign_id in entry.get("also") or []:
         assert benign_id in read.signatures, (benign_id, found)
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if "stepd" in e], ids=lambda e: e["id"])
+def test_slurmstepd_parser_reads_real_wording(entry):
+    """The Slurm probe's own reader of slurmstepd messages (chain-leg state) on the same lines."""
+    events = parse_stepd_lines(entry["text"])
+    assert events, entry["text"]
+    want = entry["stepd"]
+    first = events[0]
+    assert first.kind == want["kind"], first
+    for key in ("reason", "node"):
+        if key in want:
+            assert getattr(first, key) == want[key], first
