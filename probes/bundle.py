@@ -247,8 +247,10 @@ class _Router:
             read.attempt_boundaries.append(Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts,
                                                       attempt=self.boundaries))
         attempt = self.boundaries if self.is_finelog else self.attempt
-        occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
         sig_keys = [k for k in keys if not k.startswith("x_")]
+        if ts is None and sig_keys:
+            ts = _continued_record_ts(hit, self.ref)
+        occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
         if sig_keys:
             suppressed: set[str] = set()
             for k in sig_keys:
@@ -458,6 +460,11 @@ def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
                 if _is_log(p):
                     files.append((p, p.relative_to(root).as_posix()))
     if capture_dir is not None:
+        events = capture_dir / "events.json"
+        if events.is_file() and not events.is_symlink():
+            # the pods' Kubernetes events (written one field a line): reasons and messages such as
+            # "The node was low on resource: memory" are scanned like log lines
+            files.append((events, events.relative_to(root).as_posix()))
         for d in ("pod_logs", "slurm", "logs"):
             base = capture_dir / d
             if base.is_dir():
@@ -600,6 +607,23 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
                     and not _quotes_other_line(agg)):
                 best[attempt] = (rank, occ, sig_id, agg.signature.transient)
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
+
+
+CONTINUATION_LOOKBACK_LINES = 200
+CONTINUATION_LOOKBACK_BYTES = 64 * 1024
+
+
+def _continued_record_ts(hit: LineHit, reference_epoch: float | None) -> float | None:
+    """The time of a line without a timestamp of its own: that of the nearest earlier line of the
+    same file (same block, bounded look-back) that has one -- the record it continues (a
+    traceback's exception line, a multi-line message, a "what():" after a glog line)."""
+    head = hit.preceding_bytes(CONTINUATION_LOOKBACK_BYTES).decode("utf-8", "replace")
+    lines = head.split("\n")[:-1]          # the last element is the hit line itself
+    for line in reversed(lines[-CONTINUATION_LOOKBACK_LINES:]):
+        ts = line_timestamp(clean_line(line), reference_epoch)
+        if ts is not None:
+            return ts
+    return None
 
 
 def _same_line(a: Occurrence, b: Occurrence) -> bool:
