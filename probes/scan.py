@@ -258,10 +258,10 @@ def _read_full(handle, size: int) -> bytes:
     return data or b""
 
 
-_PREFIX = re.compile(r"^\s*(?:\([^)]{1,200}\)|\[rank[0-9]{1,6}\]:)\s?")
+_PREFIX = re.compile(r"^\s*(?:(?:\([^)]{1,200}\)|\[rank[0-9]{1,6}\]:)\s?){1,4}")
 
 
 def strip_actor_prefix(text: str) -> str:
-    """Remove a leading Ray actor prefix such as ``(skyrl_entrypoint pid=12)`` or torchrun's
-    per-rank prefix ``[rank3]:`` (which it puts before every line a rank prints)."""
+    """Remove leading Ray actor prefixes such as ``(skyrl_entrypoint pid=12)`` -- nested ones too,
+    ``(LLMRayActor pid=1) (EngineCore_DP0 pid=2)`` -- and torchrun's per-rank ``[rank3]:``."""
     return _PREFIX.sub("", text, count=1)

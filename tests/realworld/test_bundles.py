@@ -93,6 +93,24 @@ def kernel_log_older_oom_killer_wording(root):
               files={"logs/kern.log": text("kernel-oom-kill-process-sacrifice-child")}, job_id="/alice/rl-qwen8b-gsm8k")
 
 
+@case("KILL", "The node was low on resource: memory. Threshold quantity: 250Mi", "resources")
+def k8s_events_json_eviction_message(root):
+    # the kubelet's Evicted event of kubernetes/kubernetes#126053, as the live probe stores the
+    # pod's events (capture events.json, an EventList written one field a line)
+    import json
+    message = ("The node was low on resource: memory. Threshold quantity: 250Mi, available: 232700Ki. Container "
+               "oomkill-nodeallocatable-container was using 4923412Ki, request is 0, has larger consumption of memory.")
+    events = {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": [
+        {"metadata": {"name": "iris-alice-rl-qwen8b-gsm8k-0-1a2b3c-0.1", "namespace": "iris"},
+         "involvedObject": {"kind": "Pod", "name": "iris-alice-rl-qwen8b-gsm8k-0-1a2b3c-0", "namespace": "iris"},
+         "type": "Warning", "reason": "Evicted", "message": message, "count": 1,
+         "firstTimestamp": "2024-07-12T15:49:58Z", "lastTimestamp": "2024-07-12T15:49:58Z"}]}
+    b = running(root)
+    b.capture(at(101), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0,
+                              "max_retries": 1, "attempts": []},
+              files={"events.json": json.dumps(events, indent=2, sort_keys=True) + "\n"}, job_id="/alice/rl-qwen8b-gsm8k")
+
+
 @case("KILL", "Detected 1 oom_kill event in StepId=440575.0", "resources")
 def slurm_err_cgroup_oom_then_step_cancelled(root):
     b = Bundle(root, cluster="jsc-jupiter", job_id="/slurm/440575", jupiter=True, synced=at(100),
