@@ -26,7 +26,7 @@ from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
-from rlhealth.probes.scan import LineHit, Pattern, Scanner, strip_actor_prefix
+from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 
 LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
@@ -524,6 +524,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 read.layout = "jupiter"
             elif read.layout == "unknown" and manifest.get("cluster"):
                 read.layout = "iris"
+            _manifest_artifact_errors(read, manifest)
         except JsonReadError as exc:
             read.problems.append(ProblemNote(source="manifest.json", reason=str(exc)))
     # --- capture
@@ -609,20 +610,32 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
 
 
-CONTINUATION_LOOKBACK_LINES = 200
+CONTINUATION_LOOKBACK_LINES = 300
 CONTINUATION_LOOKBACK_BYTES = 64 * 1024
+# Lines that continue the record above them rather than start one: traceback frames and source
+# lines (indented), the traceback header, chained-exception separators, caret markers, blanks.
+_CONTINUATION_LINE = re.compile(r"^(?:\s|$|Traceback \(most recent call last\)|During handling of the above exception|"
+                                r"The above exception was the direct cause|\^+\s*$)")
 
 
 def _continued_record_ts(hit: LineHit, reference_epoch: float | None) -> float | None:
-    """The time of a line without a timestamp of its own: that of the nearest earlier line of the
-    same file (same block, bounded look-back) that has one -- the record it continues (a
-    traceback's exception line, a multi-line message, a "what():" after a glog line)."""
+    """The time of a line without a timestamp of its own: that of the record it continues -- the
+    nearest earlier timestamped line of the same file and the same stream (Ray actor / torchrun
+    rank prefix) reached across continuation lines only (a traceback's exception line after its
+    frames, a message right after its logger line, a "what():" after a glog line). A line after a
+    line of another stream, or after an untimestamped line of another record, has none."""
+    stream = actor_prefix(hit.text)
     head = hit.preceding_bytes(CONTINUATION_LOOKBACK_BYTES).decode("utf-8", "replace")
     lines = head.split("\n")[:-1]          # the last element is the hit line itself
     for line in reversed(lines[-CONTINUATION_LOOKBACK_LINES:]):
-        ts = line_timestamp(clean_line(line), reference_epoch)
+        line = clean_line(line)
+        if actor_prefix(line) != stream:
+            return None
+        ts = line_timestamp(line, reference_epoch)
         if ts is not None:
             return ts
+        if not _CONTINUATION_LINE.match(_LOGGED_TRACE_PREFIX.sub("", strip_actor_prefix(line), count=1)):
+            return None
     return None
 
 
@@ -659,6 +672,25 @@ def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
         if present and all((sig_id, attempt) in out for sig_id in present):
             out -= {(sig_id, attempt) for sig_id in present}
     return out
+
+
+def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_at_boundaries: bool = False,
+                  catalog: Catalog | None = None) -> BundleRead:
+    """One log file routed exactly as ``read_bundle`` routes it: signature occurrences (first per
+    attempt), metric records in every serialization (WANDB_MIRROR JSON and the legacy python-dict
+    blocks), step progress. ``split_at_boundaries``: attempts are numbered at the Iris boundary
+    lines (0 before the first), as for a bundle's finelog; otherwise every line is ``attempt``.
+    Every metric record is kept (no first-occurrence merge: the caller sees repeats)."""
+    from rlhealth.catalog import load_catalog
+    catalog = catalog or load_catalog()
+    read = BundleRead(root=Path(path).parent)
+    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
+    router = _Router(read, catalog, None, source, None if split_at_boundaries else attempt, skip)
+    router.is_finelog = split_at_boundaries
+    read.lines_read = router.scan(scanner_for(catalog), Path(path))
+    read.log_files.append(source)
+    _finish_stats(read, None)
+    return read
 
 
 def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = None,
@@ -710,6 +742,27 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
         rule = next((r for r in policy["required"] if name.startswith(r["prefix"])), None)
         what = rule["what"] if rule else name
         read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {str(error)[:200]}",
+                                         gate=rule["gate"] if rule else "none"))
+
+
+def _manifest_artifact_errors(read: BundleRead, manifest: dict) -> None:
+    """The watcher's own record of artifacts it failed to sync (manifest.json artifacts.errors)
+    become evidence problems, on the gate rules/capture_probes.yaml names for that artifact."""
+    artifacts = manifest.get("artifacts") if isinstance(manifest.get("artifacts"), dict) else {}
+    errors = artifacts.get("errors")
+    if not isinstance(errors, list):
+        return
+    from rlhealth.catalog import load_capture_probe_policy
+    policy = load_capture_probe_policy()
+    for error in errors[:20]:
+        if isinstance(error, dict):
+            name = str(error.get("artifact") or error.get("name") or error.get("path") or "artifact")
+            text = str(error.get("error") or error.get("reason") or error.get("message") or json.dumps(error, sort_keys=True))
+        else:
+            name, text = str(error).split(":", 1)[0].strip() or "artifact", str(error)
+        rule = next((r for r in policy["artifacts"] if name.startswith(r["prefix"])), None)
+        read.problems.append(ProblemNote(source="manifest.json",
+                                         reason=f"the sync recorded an error for {rule['what'] if rule else name}: {text[:200]}",
                                          gate=rule["gate"] if rule else "none"))
 
 

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]{3,79}$")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -65,33 +65,82 @@ class Signature(BaseModel):
         return v
 
 
+DerivedKind = Literal["conclusion", "finding", "gate", "verdict_candidate", "verdict", "confidence"]
+
+
 class RuleSpec(BaseModel):
-    """One rule of the rule base: a durable-rules condition and the finding it concludes."""
+    """One rule of the rule base.
+
+    ``when`` maps aliases to the conditions one fact must meet; ``unless`` maps aliases to
+    conditions no fact may meet (they may refer to ``when`` aliases). What the rule asserts:
+    a finding about a gate (``gate`` + ``status`` + ``finding``), or a derived fact of kind
+    ``derive`` (a named ``conclude`` conclusion, a gate status, a verdict candidate, the verdict,
+    the confidence) whose fields are the Jinja2 expressions in ``set``. The rule's stratum
+    (``level``) is computed from what it consumes: a rule runs only once every rule producing an
+    input of it has run, so ``unless`` sees complete inputs.
+    """
     model_config = ConfigDict(frozen=True, extra="forbid")
     id: str
-    gate: Literal["liveness", "resources", "rollouts", "dynamics", "restarts", "verdict"]
-    status: Literal["PASS", "FAIL", "ERROR"]
-    when: dict[str, Any]
-    finding: str
+    description: str
+    when: dict[str, dict[str, Any]]
+    unless: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    derive: DerivedKind = "finding"
+    conclude: str | None = None
+    set: dict[str, str] = Field(default_factory=dict)
+    statement: str | None = None
+    gate: Literal["liveness", "resources", "rollouts", "dynamics", "restarts"] | None = None
+    status: Literal["PASS", "FAIL", "ERROR"] | None = None
+    finding: str | None = None
     order: int = 100
     stall: bool = False
     refutes_stall: bool = False
+    early: bool = False
+    """A PASS that holds only because the run is young (lowers confidence)."""
+    explain: bool = True
+    """False for bookkeeping rules (arbitration) that the WHY block steps over."""
     next_action: str | None = None
     flip_signal: str | None = None
     handoff: dict[str, str] | None = None
-    description: str = ""
+    level: int = 0
+    source_file: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.derive == "finding":
+            if self.gate is None or self.status is None or self.finding is None:
+                raise ValueError("a finding rule needs gate, status and finding")
+        elif self.derive == "conclusion":
+            if not self.conclude:
+                raise ValueError("derive: conclusion needs conclude: <name>")
+        if self.conclude and self.derive != "conclusion":
+            raise ValueError("conclude is only for derive: conclusion")
+        if self.derive != "finding" and self.statement is None:
+            raise ValueError(f"derive: {self.derive} needs a statement")
+        return self
+
+    def produces(self) -> str:
+        return f"conclusion:{self.conclude}" if self.derive == "conclusion" else self.derive
+
+    def thresholds_used(self) -> list[str]:
+        """Threshold names the rule reads ($thr.<name> in conditions, thr.<name> in templates)."""
+        text = repr(self.when) + repr(self.unless) + repr(self.set) + repr(self.finding) + repr(self.statement)
+        return sorted(set(re.findall(r"\bthr\.([a-z0-9_]+)", text)))
 
 
 class Catalog(BaseModel):
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
     signatures: dict[str, Signature]
     rules: list[RuleSpec]
-    verdict_rules: list[RuleSpec]
+    """Every rule, with its computed ``level`` (stratum), sorted by (level, id)."""
     thresholds: dict[str, float]
+    sets: dict[str, list[str]]
     hbm_bandwidth: list[dict[str, Any]]
     decode_table: list[dict[str, Any]]
     trial_exceptions: dict[str, Any]
     files: list[str]
+
+    def rule(self, rule_id: str) -> RuleSpec:
+        return next(r for r in self.rules if r.id == rule_id)
 
 
 def _pkg():
@@ -155,7 +204,7 @@ def load_catalog() -> Catalog:
         out = []
         for i, item in enumerate(raw.get("rules", [])):
             try:
-                out.append(RuleSpec(**item))
+                out.append(RuleSpec(**item, source_file=rel))
             except (ValidationError, TypeError) as exc:
                 errors.append(f"{rel}: rule #{i}: {exc}")
         return out
@@ -163,19 +212,24 @@ def load_catalog() -> Catalog:
     rules: list[RuleSpec] = []
     rules_dir = _pkg().joinpath("rulesets")
     for entry in sorted(rules_dir.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".yaml") and entry.name != "verdict.yaml":
+        if entry.name.endswith(".yaml"):
             rules.extend(load_rules(f"rulesets/{entry.name}"))
-    verdict_rules = load_rules("rulesets/verdict.yaml")
     seen: set[str] = set()
-    for rule in rules + verdict_rules:
+    for rule in rules:
         if rule.id in seen:
             errors.append(f"rulesets: duplicate rule id {rule.id!r}")
         seen.add(rule.id)
         if not re.match(r"^[a-z_]+\.[a-z0-9_]+$", rule.id):
-            errors.append(f"rulesets: rule id {rule.id!r} must be <gate>.<name>")
+            errors.append(f"rulesets: rule id {rule.id!r} must be <group>.<name>")
 
     files.append("thresholds.yaml")
     thresholds = {k: float(v) for k, v in _yaml(_read("thresholds.yaml")).items() if k != "version"}
+    files.append("sets.yaml")
+    sets = {k: [str(x) for x in v] for k, v in (_yaml(_read("sets.yaml")) or {}).items() if k != "version"}
+    errors += check_rule_references(rules, thresholds, sets)
+    levels, level_errors = stratify(rules)
+    errors += level_errors
+    rules = sorted((r.model_copy(update={"level": levels.get(r.id, 0)}) for r in rules), key=lambda r: (r.level, r.id))
     files += ["tables/gpu_hbm_bandwidth.csv", "tables/decode_throughput_h100_tok_s.csv", "trial_exceptions.yaml"]
     hbm = _csv("tables/gpu_hbm_bandwidth.csv")
     decode = _csv("tables/decode_throughput_h100_tok_s.csv")
@@ -189,7 +243,7 @@ def load_catalog() -> Catalog:
     trial_exceptions = _yaml(_read("trial_exceptions.yaml"))
     if errors:
         raise CatalogError("invalid knowledge base:\n" + "\n".join(errors))
-    return Catalog(signatures=signatures, rules=rules, verdict_rules=verdict_rules, thresholds=thresholds,
+    return Catalog(signatures=signatures, rules=rules, thresholds=thresholds, sets=sets,
                    hbm_bandwidth=hbm, decode_table=decode, trial_exceptions=trial_exceptions, files=files)
 
 
@@ -197,4 +251,134 @@ def load_catalog() -> Catalog:
 def load_capture_probe_policy() -> dict[str, Any]:
     """rules/capture_probes.yaml: which failed live probes make which gate ERROR."""
     data = _yaml(_read("capture_probes.yaml"))
-    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or [])}
+    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
+            "artifacts": list(data.get("artifacts") or [])}
+
+
+# ----------------------------------------------------------------------------- rule checks
+_OPERATORS = {"gt", "gte", "lt", "lte", "ne", "exists", "all"}
+_ARITH = {"add", "sub", "mul", "div"}
+
+
+def _consumed_keys(cond: dict[str, Any], producers: dict[str, list[str]]) -> list[str]:
+    kind = cond.get("kind")
+    if kind == "conclusion":
+        name = cond.get("name")
+        names = name if isinstance(name, list) else [name] if isinstance(name, str) else None
+        if names is None:
+            return [k for k in producers if k.startswith("conclusion:")]
+        return [f"conclusion:{n}" for n in names]
+    if kind in ("finding", "gate", "verdict_candidate", "verdict", "confidence"):
+        return [kind]
+    return []
+
+
+def stratify(rules: list[RuleSpec]) -> tuple[dict[str, int], list[str]]:
+    """Each rule's level: 1 + the highest level of any rule producing what it consumes."""
+    producers: dict[str, list[str]] = {}
+    for r in rules:
+        producers.setdefault(r.produces(), []).append(r.id)
+    by_id = {r.id: r for r in rules}
+    deps = {r.id: sorted({p for cond in list(r.when.values()) + list(r.unless.values())
+                          for key in _consumed_keys(cond, producers) for p in producers.get(key, [])})
+            for r in rules}
+    levels: dict[str, int] = {}
+    errors: list[str] = []
+
+    def level(rid: str, path: tuple[str, ...]) -> int:
+        if rid in levels:
+            return levels[rid]
+        if rid in path:
+            errors.append(f"rulesets: dependency cycle: {' -> '.join(path + (rid,))}")
+            return 1
+        value = 1 + max((level(d, path + (rid,)) for d in deps[rid]), default=0)
+        levels[rid] = value
+        return value
+    for rid in sorted(by_id):
+        level(rid, ())
+    return levels, sorted(set(errors))
+
+
+def derived_fields(rules: list[RuleSpec]) -> dict[str, set[str]]:
+    """Fields each derived fact key carries: its base fields plus what its producers set."""
+    from rlhealth.facts import DERIVED_BASE_FIELDS
+    out: dict[str, set[str]] = {}
+    for r in rules:
+        key = r.produces()
+        base = DERIVED_BASE_FIELDS["conclusion" if key.startswith("conclusion:") else key]
+        out.setdefault(key, set(base) | {"kind", "id", "rule"}).update(r.set)
+    return out
+
+
+def _fields_of(cond: dict[str, Any], fields: dict[str, set[str]]) -> set[str] | None:
+    from rlhealth.facts import MEASUREMENTS
+    kind = cond.get("kind")
+    if kind in MEASUREMENTS:
+        return set(MEASUREMENTS[kind].model_fields) - {"fact_id", "evidence"} | {"id"}
+    keys = _consumed_keys(cond, {k: [] for k in fields})
+    if not keys or not all(k in fields for k in keys):
+        return None
+    return set.intersection(*(fields[k] for k in keys))
+
+
+def check_rule_references(rules: list[RuleSpec], thresholds: dict[str, float], sets: dict[str, list[str]]) -> list[str]:
+    """Every condition names a known fact kind and fields that kind has; every $thr / $set / @alias
+    reference resolves; templates only read thresholds that exist."""
+    errors: list[str] = []
+    fields = derived_fields(rules)
+
+    def check_value(rule: RuleSpec, alias: str, value: Any, aliases: dict[str, set[str] | None]) -> None:
+        if isinstance(value, dict):
+            for op, operands in value.items():
+                if op not in _ARITH or not isinstance(operands, list) or len(operands) != 2:
+                    errors.append(f"{rule.source_file}: {rule.id}: bad expression {value!r} in {alias}")
+                    continue
+                for operand in operands:
+                    check_value(rule, alias, operand, aliases)
+        elif isinstance(value, str) and value.startswith("$thr."):
+            if value[5:] not in thresholds:
+                errors.append(f"{rule.source_file}: {rule.id}: unknown threshold {value!r}")
+        elif isinstance(value, str) and value.startswith("$set."):
+            if value[5:] not in sets:
+                errors.append(f"{rule.source_file}: {rule.id}: unknown set {value!r}")
+        elif isinstance(value, str) and value.startswith("$."):
+            own = aliases.get(alias)
+            if own is not None and value[2:] not in own:
+                errors.append(f"{rule.source_file}: {rule.id}: {alias} has no field {value[2:]!r}")
+        elif isinstance(value, str) and value.startswith("@"):
+            other, _, name = value[1:].partition(".")
+            if other not in aliases:
+                errors.append(f"{rule.source_file}: {rule.id}: reference to unknown alias {other!r}")
+            elif aliases[other] is not None and name not in aliases[other]:
+                errors.append(f"{rule.source_file}: {rule.id}: {other} has no field {name!r}")
+
+    for rule in rules:
+        aliases: dict[str, set[str] | None] = {}
+        for part in (rule.when, rule.unless):
+            for alias, cond in part.items():
+                if not isinstance(cond, dict) or "kind" not in cond:
+                    errors.append(f"{rule.source_file}: {rule.id}: alias {alias} needs a kind")
+                    continue
+                known = _fields_of(cond, fields)
+                if known is None:
+                    errors.append(f"{rule.source_file}: {rule.id}: alias {alias}: no rule or observer produces "
+                                  f"{cond.get('kind')} {cond.get('name', '')}".rstrip())
+                aliases[alias] = known
+                for name, value in cond.items():
+                    if known is not None and name not in known:
+                        errors.append(f"{rule.source_file}: {rule.id}: condition on {alias}.{name}: "
+                                      f"fact kind {cond['kind']} has no field {name!r}")
+                    if isinstance(value, dict):
+                        terms = [(op, operand) for op, operand in value.items() if op != "all"]
+                        for part in value.get("all") or []:
+                            terms += list(part.items()) if isinstance(part, dict) else [("?", part)]
+                        for op, operand in terms:
+                            if op not in _OPERATORS or op == "all":
+                                errors.append(f"{rule.source_file}: {rule.id}: unknown operator {op!r} on {alias}.{name}")
+                            check_value(rule, alias, operand, aliases)
+                    else:
+                        check_value(rule, alias, value, aliases)
+        for name in rule.thresholds_used():
+            if name not in thresholds:
+                errors.append(f"{rule.source_file}: {rule.id}: unknown threshold thr.{name}")
+    return errors

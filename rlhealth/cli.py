@@ -101,8 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--export-dir", type=Path)
     a.add_argument("--published-dir", type=Path)
     a.add_argument("--policy", help="declared checkpoint selection rule, e.g. ema-reward:alpha=1/3")
+    a.add_argument("--trace-root", type=Path, help="the trace rebuild's root (<job>_trace_jobs.tar, its sync manifest, trace_jobs/, staged export)")
+    a.add_argument("--campaign", type=Path, help="campaign record (YAML/JSON): destinations, selection policy, registration and reclaim authority")
+    a.add_argument("--break-step", type=int, help="first step of a known behavioral break (token salad, reward collapse, broken replay)")
+    a.add_argument("--break-time", help="time of a known behavioral break, ISO-8601")
+    a.add_argument("--diagnosis", type=Path, help="a `rlhealth diagnose --format json` report of the run; places a behavioral break it found")
     a.add_argument("--format", choices=["markdown", "json"], default="markdown")
     a.add_argument("--now", help="evaluation time, ISO-8601 (default: wall clock)")
+
+    r = sub.add_parser("rules", help="the rule base: list the rules or run the rule tests")
+    rsub = r.add_subparsers(dest="rules_command", required=True, parser_class=_Parser)
+    rl = rsub.add_parser("list", help="print every rule with its description")
+    rl.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    rt = rsub.add_parser("test", help="run the rule tests (default: the packaged ones, with coverage)")
+    rt.add_argument("path", nargs="?", type=Path, help="a rule-test YAML file or a directory of them")
 
     e = sub.add_parser("examples", help="list the example incidents shipped with the package")
     e.add_argument("--path", metavar="NAME", help="print the bundle path of one example")
@@ -140,6 +152,26 @@ def _cmd_audit(args, now: datetime) -> int:
     return code
 
 
+def _cmd_rules(args) -> int:
+    from rlhealth.catalog import load_catalog
+    if args.rules_command == "list":
+        from rlhealth.rulebook import rules_json, rules_markdown
+        _emit(rules_json(load_catalog()) if args.format == "json" else rules_markdown(load_catalog()))
+        return 0
+    from rlhealth.ruletest import run_all
+    if args.path is not None and not args.path.exists():
+        raise UsageError(f"no such rule-test file or directory: {args.path}")
+    results, gaps = run_all(args.path)
+    failed = [r for r in results if r.failures]
+    for r in failed:
+        for failure in r.failures:
+            print(f"FAIL {r.file}: {r.name}: {failure}")
+    for gap in gaps:
+        print(f"GAP  {gap}")
+    print(f"{len(results) - len(failed)}/{len(results)} rule test case(s) passed; {len(gaps)} coverage gap(s)")
+    return 0 if not failed and not gaps and results else 1
+
+
 def _cmd_examples(args) -> int:
     root = resources.files("rlhealth.examples")
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
@@ -166,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_audit(args, now)
         if args.command == "examples":
             return _cmd_examples(args)
+        if args.command == "rules":
+            return _cmd_rules(args)
     except UsageError as exc:
         print(f"rlhealth: usage error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,207 +1,188 @@
-"""One diagnosis: bundle -> facts -> rules -> gates -> verdict -> Report.
+"""One diagnosis: bundle -> measurements -> rule base (forward chaining) -> Report.
 
-``diagnose`` never raises for bad evidence: unreadable, missing, stale or contradictory
-evidence becomes gate ERRORs with reasons; an engine failure becomes an ERROR verdict.
+Python orchestrates and renders; every judgement (gate statuses, the verdict, its confidence,
+next action and flip signal) is a fact the rule base derived. ``diagnose`` never raises for bad
+evidence: unreadable, missing, stale or contradictory evidence ends as gate ERRORs through the
+rules; an engine failure becomes an ERROR verdict with the reason.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
-from rlhealth.catalog import load_catalog
-from rlhealth.engine import EngineError, run_rules
-from rlhealth.facts import GATES, Evidence, FindingSpec, make_fact
-from rlhealth.observe import Observation, observe, set_tables
+from rlhealth.catalog import Catalog, load_catalog
+from rlhealth.derivation import Derivation
+from rlhealth.engine import EngineError, EngineResult, run_rules
+from rlhealth.facts import GATES, Derived, Evidence
+from rlhealth.observers import Observation, observe
 from rlhealth.probes.bundle import read_bundle
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.report import AttemptReport, GateReport, JobRef, Report, RestartsReport
 
-_STATUS_RANK = {"FAIL": 0, "ERROR": 1, "PASS": 2}
-VERDICT_NAMES = {"FAIL": "KILL", "ERROR": "ERROR", "PASS": "NO-KILL"}
+_DISPLAY_RANK = {"FAIL": 0, "ERROR": 1, "PASS": 2}
 
 
 def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_override: str | None = None,
              capture: str | None = None) -> Report:
     catalog = load_catalog()
-    set_tables(catalog)
-    now_epoch = now.timestamp()
-    read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now_epoch)
-    obs = observe(read, catalog, now=now_epoch, max_age_s=max_age_s, mode_override=mode_override)
-    engine_error = None
-    findings: list[FindingSpec] = []
-    fired: list[dict] = []
+    read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp())
+    obs = observe(read, catalog, now=now.timestamp(), max_age_s=max_age_s, mode_override=mode_override)
     try:
-        result = run_rules(catalog.rules, obs.facts, catalog.thresholds)
-        findings, fired = result.findings, result.fired
+        result = run_rules(catalog.rules, obs.facts, catalog.thresholds, catalog.sets)
+        return _report(obs, now, catalog, result)
     except EngineError as exc:
-        engine_error = str(exc)
-    gates, gate_findings = _gates(findings, obs, engine_error)
-    restarts = _restarts(findings, obs)
-    verdict_finding, verdict_fired, verdict_error = _verdict(gates, gate_findings, restarts, obs, catalog, engine_error)
-    fired += verdict_fired
-    return _report(read, obs, now, gates, gate_findings, restarts, verdict_finding, verdict_error, fired)
+        return _engine_failure_report(obs, now, str(exc))
 
 
-def _gates(findings: list[FindingSpec], obs: Observation, engine_error: str | None):
-    gates: dict[str, GateReport] = {}
-    per_gate: dict[str, list[FindingSpec]] = {}
-    stale = bool(obs.job.get("stale"))
-    for gate in GATES:
-        fs = [f for f in findings if f.gate == gate]
-        if any(f.refutes_stall for f in fs):
-            fs = [f for f in fs if not f.stall]
-        if stale:
-            fs = [f.model_copy(update={"status": "ERROR", "finding": f"(stale evidence) {f.finding}"})
-                  if f.status == "FAIL" and f.rule != "liveness.terminal" else f for f in fs]
-        if engine_error:
-            fs = [FindingSpec(rule="engine.error", gate=gate, status="ERROR", order=0,
-                              finding=f"rule engine failed: {engine_error}")]
-        if not fs:
-            fs = [FindingSpec(rule=f"{gate}.no_conclusion", gate=gate, status="ERROR", order=999,
-                              finding="no rule reached a conclusion for this gate: required evidence is missing")]
-        fs.sort(key=lambda f: (_STATUS_RANK[f.status], f.order, f.rule, f.facts))
-        status = fs[0].status
-        per_gate[gate] = fs
-        gates[gate] = GateReport(status=status, finding=fs[0].finding, evidence=list(fs[0].evidence),
-                                 findings=[{"rule": f.rule, "status": f.status, "finding": f.finding} for f in fs])
-    return gates, per_gate
+def _by_kind(result: EngineResult, kind: str) -> list[Derived]:
+    return [d for d in result.derived if d.kind == kind]
 
 
-def _restarts(findings: list[FindingSpec], obs: Observation) -> tuple[RestartsReport, FindingSpec | None]:
-    fs = sorted((f for f in findings if f.gate == "restarts"), key=lambda f: (_STATUS_RANK[f.status], f.order, f.rule))
-    top = fs[0] if fs else None
-    data = obs.restarts or {}
-    report = RestartsReport(burned=int(data.get("burned") or 0), max_retries=data.get("max_retries"),
-                            same_failure=bool(data.get("same_failure")),
-                            attempts=[AttemptReport(**a) for a in data.get("attempts", [])],
-                            finding=top.finding if top else "restarts not evaluated",
-                            evidence=list(top.evidence) if top else [])
-    return report, top
+def _deciding(facts: list[Derived], result: EngineResult) -> Derived | None:
+    """Among equally ranked decisions (a tie in `order`), the first by rule and matched fact ids."""
+    if not facts:
+        return None
+    derived = {d.fact_id: d for d in result.derived}
+
+    def matched(finding_id) -> tuple[str, ...]:
+        d = derived.get(str(finding_id))
+        return tuple(sorted(d.derived_from)) if d is not None else (str(finding_id),)
+    return min(facts, key=lambda d: (d.fields.get("order", 0), str(d.fields.get("rule_of_finding") or d.rule),
+                                     matched(d.fields.get("finding_id") or d.fields.get("because"))))
 
 
-def _verdict(gates, gate_findings, restarts, obs: Observation, catalog, engine_error):
-    fails = [f for gate in GATES for f in gate_findings[gate] if f.status == "FAIL" and f.rule != "liveness.terminal"]
-    hard = [f for f in fails if not f.stall]
-    stalls = [f for f in fails if f.stall]
-    errors = [g for g in GATES if gates[g].status == "ERROR"]
-    restart_report, restart_top = restarts
-    healthy_now = gates["liveness"].status == "PASS" and not any(
-        f.rule in ("liveness.fatal_signature", "liveness.hang_signature") for f in gate_findings["liveness"])
-    trainer = next((f for f in obs.facts if f.kind == "trainer"), None)
-    current_failing = not (healthy_now and trainer is not None and getattr(trainer, "stage", "") == "training")
-    summary = make_fact("summary", "summary", terminal=bool(obs.job.get("terminal")), hard_fails=len(hard),
-                        stall_fails=len(stalls), errors=len(errors), live_evidence=bool(obs.job.get("live_evidence")),
-                        restarts_same_failure=restart_report.same_failure, current_attempt_failing=current_failing,
-                        stale=bool(obs.job.get("stale")))
-    try:
-        result = run_rules(catalog.verdict_rules, [summary], catalog.thresholds)
-    except EngineError as exc:
-        return None, [], str(exc)
-    if not result.findings:
-        return None, result.fired, "verdict rules reached no conclusion"
-    decided = min(result.findings, key=lambda f: f.order)
-    return decided, [f for f in result.fired if f["rule"] == decided.rule], engine_error
+def _agreed(facts: list[Derived], key: str) -> str:
+    values = sorted({str(d.fields.get(key)) for d in facts})
+    if len(values) != 1:
+        raise EngineError(f"the rule base reached {len(values)} values for {key}: {values or 'none'}")
+    return values[0]
 
 
-def _confidence(verdict: str, gates: dict[str, GateReport], gate_findings, restarts: RestartsReport, obs: Observation) -> str:
-    if verdict == "ERROR":
-        return "low"
-    if verdict == "KILL":
-        fails = [f for g in GATES for f in gate_findings[g] if f.status == "FAIL"]
-        strong = len(fails) >= 2 or restarts.same_failure or obs.job.get("live_evidence")
-        return "high" if strong else "medium"
-    if obs.job.get("terminal"):
-        return "high"
-    early = any(f.rule in ("liveness.bring_up", "rollouts.agentic_early", "dynamics.too_early", "liveness.no_trainer_lines")
-                for g in GATES for f in gate_findings[g][:1])
-    return "medium" if early else "high"
+def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineResult) -> Report:
+    derivation = Derivation(obs.facts, result, catalog)
+    verdict_facts = _by_kind(result, "verdict")
+    verdict = _agreed(verdict_facts, "verdict")
+    confidence = _agreed(_by_kind(result, "confidence"), "confidence")
+    decided = _deciding(verdict_facts, result)
+    gate_facts = _by_kind(result, "gate")
+    standing = [d for d in result.derived if d.kind == "conclusion" and d.fields.get("name") == "finding_stands"]
+    gates = {gate: _gate_report(gate, gate_facts, standing, derivation, result) for gate in GATES}
+    restarts_gate = _deciding([g for g in gate_facts if g.fields.get("gate") == "restarts"], result)
+    burned = next((d.fields.get("burned") for d in result.derived if d.fields.get("name") == "restarts_burned"), 0)
+    same_failure = any(d.fields.get("name") == "same_failure" for d in result.derived)
+    restarts = RestartsReport(burned=int(burned or 0), max_retries=obs.max_retries, same_failure=same_failure,
+                              attempts=[AttemptReport(**a) for a in obs.attempts],
+                              finding=str(restarts_gate.fields.get("finding")) if restarts_gate else "restarts not evaluated",
+                              evidence=derivation.quoted(restarts_gate.fields.get("finding_id")) if restarts_gate else [])
+    terminal = any(d.fields.get("name") == "job_terminal" for d in result.derived)
+    handoff = _handoff(verdict, decided, standing, restarts_gate, result, derivation) if verdict == "KILL" else None
+    return Report(job=_job_ref(obs), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
+                  evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), verdict=verdict, confidence=confidence,
+                  mode=str(obs.job.get("mode") or "unknown"), mode_source=str(obs.job.get("mode_source") or ""),
+                  terminal=terminal, restarts=restarts, gates=gates,
+                  duty_cycle=obs.duty_cycle if obs.job.get("mode") == "agentic" else None,
+                  reasoning=_reasoning(verdict, terminal, gates, restarts, obs, decided, standing),
+                  next_action=str(decided.fields.get("next_action") or ""),
+                  flip_signal=str(decided.fields.get("flip_signal") or ""), handoff=handoff,
+                  fired_rules=result.fired,
+                  problems=[{"source": p.source, "reason": p.reason} for p in obs.read.problems],
+                  metric_window=obs.metric_window, phase_table=obs.phase_table, first_error=obs.first_error,
+                  behavioral_break=_behavioral_break(result),
+                  derivation=derivation.nodes(), why=derivation.why(decided.fact_id))
 
 
-def _report(read, obs: Observation, now: datetime, gates, gate_findings, restarts, verdict_finding, verdict_error, fired) -> Report:
-    restart_report, restart_top = restarts
-    job = obs.job
-    if verdict_finding is None:
-        verdict = "ERROR"
-        next_action = "Diagnose manually; rlhealth could not reach a verdict."
-        flip = "A successful rlhealth run on this evidence."
-    else:
-        verdict = VERDICT_NAMES[verdict_finding.status]
-    # the deciding findings
-    ordered = sorted((f for g in GATES for f in gate_findings[g]), key=lambda f: (_STATUS_RANK[f.status], f.order, f.rule))
-    if verdict == "KILL":
-        pool = [f for f in ordered if f.status == "FAIL" and not f.stall]
-        if not pool and restart_top is not None and restart_top.status == "FAIL":
-            pool = [restart_top]
-    elif verdict == "ERROR":
-        pool = [f for f in ordered if f.status in ("FAIL", "ERROR")]
-    else:
-        pool = ordered
-    top = pool[0] if pool else (ordered[0] if ordered else None)
-    job_id = str(job.get("job_id"))
-    if verdict_finding is not None:
-        next_action = verdict_finding.next_action or (top.next_action if top and top.next_action else "")
-        flip = verdict_finding.flip_signal or (top.flip_signal if top and top.flip_signal else "")
-        if verdict == "KILL":
-            lead = top.next_action if top and top.next_action else (restart_top.next_action if restart_top else "")
-            next_action = f"Recommend KILL of {job_id} to the supervisor (rlhealth never kills). {lead}".strip()
-            flip = (top.flip_signal if top and top.flip_signal else flip) or "Evidence that the failure was transient."
-        elif verdict == "ERROR" and not verdict_finding.next_action:
-            next_action = top.next_action if top and top.next_action else "Obtain the missing evidence and diagnose again."
-            flip = top.flip_signal if top and top.flip_signal else "The missing evidence obtained."
-        elif verdict == "NO-KILL" and not job.get("terminal"):
-            signals = [gate_findings[g][0].flip_signal for g in GATES if gate_findings[g][0].flip_signal]
-            flip = " / ".join(dict.fromkeys(signals)) or flip
-    if verdict_error:
-        next_action = f"{next_action} (verdict engine: {verdict_error})".strip()
-    handoff = None
-    if verdict == "KILL":
-        src = next((f for f in pool if f.handoff), None) or (restart_top if restart_top and restart_top.handoff else None)
-        if src is not None and src.handoff:
-            quoted = [e for e in src.evidence if e.source not in ("manifest.json",) and not e.source.endswith("capture.json")]
-            handoff = {"evidence": [e.model_dump() for e in (quoted or list(src.evidence))[:3]], **src.handoff}
-    reasoning = _reasoning(verdict, gates, gate_findings, restart_report, obs, top)
-    terminal = bool(job.get("terminal"))
-    return Report(job=JobRef(id=job_id, cluster=str(job.get("cluster")), backend=str(job.get("backend"))),
-                  evidence_dir=str(read.root), captured_at=iso(read.newest_evidence), evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                  verdict=verdict, confidence=_confidence(verdict, gates, gate_findings, restart_report, obs),
-                  mode=str(job.get("mode")), mode_source=str(job.get("mode_source") or ""), terminal=terminal, restarts=restart_report, gates=gates,
-                  duty_cycle=obs.duty_cycle if job.get("mode") == "agentic" else None,
-                  reasoning=reasoning, next_action=next_action, flip_signal=flip, handoff=handoff,
-                  fired_rules=sorted(fired, key=lambda f: (f["rule"], f["facts"])),
-                  problems=[{"source": p.source, "reason": p.reason} for p in read.problems],
-                  metric_window=obs.metric_window, phase_table=obs.phase_table, first_error=obs.first_error)
+def _behavioral_break(result: EngineResult) -> dict | None:
+    """The earliest behavioral break the rules placed (a ``behavioral_break`` conclusion)."""
+    breaks = [d for d in result.derived if d.kind == "conclusion" and d.fields.get("name") == "behavioral_break"
+              and isinstance(d.fields.get("step"), int)]
+    first = min(breaks, key=lambda d: (d.fields["step"], d.rule), default=None)
+    if first is None:
+        return None
+    return {"kind": first.fields.get("kind"), "step": first.fields["step"], "evidence": first.statement}
 
 
-def _reasoning(verdict, gates, gate_findings, restarts: RestartsReport, obs: Observation, top) -> str:
-    job = obs.job
+def _gate_report(gate: str, gate_facts: list[Derived], standing: list[Derived], derivation: Derivation,
+                 result: EngineResult) -> GateReport:
+    decided = _deciding([g for g in gate_facts if g.fields.get("gate") == gate], result)
+    if decided is None:
+        raise EngineError(f"the rule base decided no status for gate {gate}")
+    mine = sorted((s for s in standing if s.fields.get("gate") == gate),
+                  key=lambda s: (_DISPLAY_RANK[str(s.fields["status"])], s.fields.get("order", 0), str(s.fields.get("rule_of_finding"))))
+    return GateReport(status=decided.fields["status"], finding=str(decided.fields.get("finding")),
+                      evidence=derivation.quoted(decided.fields.get("finding_id")),
+                      findings=[{"rule": s.fields.get("rule_of_finding"), "status": s.fields.get("status"),
+                                 "finding": s.fields.get("finding")} for s in mine])
+
+
+def _handoff(verdict, decided, standing, restarts_gate, result: EngineResult, derivation: Derivation):
+    """The handoff of the finding that decided the KILL, else of the next hard FAIL that has one."""
+    candidates = [str(decided.fields.get("because"))]
+    hard = sorted((s for s in standing if s.fields.get("status") == "FAIL" and not s.fields.get("stall")),
+                  key=lambda s: (s.fields.get("order", 0), str(s.fields.get("rule_of_finding"))))
+    candidates += [str(s.fields.get("finding_id")) for s in hard]
+    if restarts_gate is not None:
+        candidates.append(str(restarts_gate.fields.get("finding_id")))
+    for finding_id in candidates:
+        if finding_id in result.handoffs:
+            quoted = [e for e in derivation.quoted(finding_id)
+                      if e.source != "manifest.json" and not e.source.endswith("capture.json")]
+            return {"evidence": [e.model_dump() for e in (quoted or derivation.quoted(finding_id))[:3]],
+                    **result.handoffs[finding_id]}
+    return None
+
+
+def _job_ref(obs: Observation) -> JobRef:
+    return JobRef(id=str(obs.job.get("job_id")), cluster=str(obs.job.get("cluster")), backend=str(obs.job.get("backend")))
+
+
+def _reasoning(verdict: str, terminal: bool, gates: dict[str, GateReport], restarts: RestartsReport,
+               obs: Observation, decided: Derived, standing: list[Derived]) -> str:
     parts = []
-    if job.get("terminal"):
-        parts.append(f"The job is terminal ({job.get('state')} from {job.get('state_source')}), so there is nothing to kill.")
-        if obs.first_error is not None:
-            parts.append(f"First causal error (earliest by time, not the loudest): {obs.first_error.source}:"
-                         f"{obs.first_error.line}: {obs.first_error.text} .")
+    first = obs.first_error
+    if terminal:
+        parts.append(f"The job is terminal ({obs.job.get('state')} from {obs.job.get('state_source')}), so there is nothing to kill.")
+        if first is not None:
+            parts.append(f"First causal error (earliest by time, not the loudest): {first.source}:{first.line}: {first.text} .")
         if restarts.same_failure:
             parts.append("Every failed attempt hit the same first error: deterministic, fix before relaunch.")
         elif restarts.burned:
             parts.append(f"Restarts: {restarts.finding}.")
         return " ".join(parts)
     if verdict == "KILL":
-        fails = [f for g in GATES for f in gate_findings[g] if f.status == "FAIL" and not f.stall]
-        for f in fails[:3]:
-            parts.append(f"{f.gate.upper()} FAIL: {f.finding}.")
+        hard = sorted((s for s in standing if s.fields.get("status") == "FAIL" and not s.fields.get("stall")
+                       and s.fields.get("gate") in GATES),
+                      key=lambda s: (GATES.index(s.fields["gate"]), s.fields.get("order", 0), str(s.fields.get("rule_of_finding"))))
+        for s in hard[:3]:
+            parts.append(f"{str(s.fields['gate']).upper()} FAIL: {s.fields.get('finding')}.")
         if restarts.same_failure:
             parts.append(f"RESTARTS: {restarts.finding}.")
-        if obs.first_error is not None and not any(obs.first_error in f.evidence for f in fails):
-            parts.append(f"First causal error: {obs.first_error.source}:{obs.first_error.line}: {obs.first_error.text} .")
+        quoted = [e for g in GATES if gates[g].status == "FAIL" for e in gates[g].evidence]
+        if first is not None and first not in quoted:
+            parts.append(f"First causal error: {first.source}:{first.line}: {first.text} .")
         parts.append("No transient or benign explanation applies.")
     elif verdict == "ERROR":
         for g in GATES:
             if gates[g].status in ("ERROR", "FAIL"):
                 parts.append(f"{g.upper()} {gates[g].status}: {gates[g].finding}.")
-        if any(f.stall for g in GATES for f in gate_findings[g] if f.status == "FAIL"):
-            parts.append("A stall without a hard-failure signature may only be a KILL when live evidence captured "
-                         "while the job exists backs it; missing evidence is not a conservative NO-KILL.")
     else:
         for g in GATES:
             parts.append(f"{g.upper()} {gates[g].status}: {gates[g].finding}.")
     return " ".join(parts)
+
+
+def _engine_failure_report(obs: Observation, now: datetime, reason: str) -> Report:
+    finding = f"rule engine failed: {reason}"
+    gates = {g: GateReport(status="ERROR", finding=finding, findings=[{"rule": None, "status": "ERROR", "finding": finding}])
+             for g in GATES}
+    return Report(job=_job_ref(obs), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
+                  evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), verdict="ERROR", confidence="low",
+                  mode=str(obs.job.get("mode") or "unknown"), mode_source=str(obs.job.get("mode_source") or ""),
+                  terminal=False, restarts=RestartsReport(finding="not evaluated: the rule engine failed",
+                                                          attempts=[AttemptReport(**a) for a in obs.attempts]),
+                  gates=gates, reasoning=finding,
+                  next_action="Diagnose manually; rlhealth could not reach a verdict. Report the failure with the bundle.",
+                  flip_signal="A successful rlhealth run on this evidence.",
+                  problems=[{"source": p.source, "reason": p.reason} for p in obs.read.problems],
+                  metric_window=obs.metric_window, phase_table=obs.phase_table, first_error=obs.first_error,
+                  derivation=[{"id": "engine", "kind": "missing", "statement": finding, "from": [], "evidence": []}],
+                  why=[finding])

@@ -1,22 +1,37 @@
-"""The only module that talks to durable-rules.
+"""The only module that talks to durable-rules: forward chaining over the rule base.
 
-Compiles the YAML rule specs (``rules/rulesets/*.yaml``) into durable-rules JSON rulesets,
-runs every diagnosis in a fresh ``durable.engine.Host`` under a unique ruleset name (two
-diagnoses in one process never share facts), and returns the findings the rules concluded
-plus a trace of which rule fired on which facts.
+Compiles the YAML rules (``rules/rulesets/*.yaml``, loaded by ``rlhealth.catalog``) into one
+durable-rules JSON ruleset and runs every diagnosis in a fresh ``durable.engine.Host`` under a
+unique ruleset name (two diagnoses in one process never share facts).
 
-durable-rules sharp edges handled here (style.md §6): a fact matching no rule raises
-``MessageNotHandledException`` (ignored: an unmatched fact is not an error); identical facts
-raise ``MessageObservedException`` (every fact has a unique ``id``); exceptions inside actions
-are swallowed into the ruleset state (read back and raised as ``EngineError``); ruleset
+Forward chaining: measurement facts are asserted first; then the stratum markers
+``{kind: stage, level: 1}``, ``{level: 2}``, ... one after the other. A rule of level L also
+waits for the marker of its level, so it fires only after every rule producing one of its inputs
+(level < L) has run; its ``unless`` (negation) therefore sees complete inputs. A rule's action
+renders its templates, evaluates its ``set`` expressions and asserts the derived fact, which
+later strata consume. Every derived fact records the ids of the facts the rule matched.
+
+Condition syntax (per alias, all terms must hold): ``field: value`` equals, ``field: [a, b]`` any
+of, ``field: {gt|gte|lt|lte|ne: operand}``, ``field: {exists: bool}``, ``field: {all: [{op: operand}, ...]}`` (several comparisons with
+the same operator). An operand is a number, a
+string, ``$thr.<name>`` (rules/thresholds.yaml), ``$set.<name>`` (rules/sets.yaml; only for
+equality = membership), ``$.<field>`` (another field of the same fact), ``@<alias>.<field>``
+(a field of an earlier alias), or ``{add|sub|mul|div: [operand, operand]}``.
+
+durable-rules 2.0.28 sharp edges handled here (style.md §6; checked against 2.0.28, pinned in
+pyproject.toml; ``tests/unit/test_engine.py::test_durable_internals_this_adapter_relies_on``
+fails if they change): a fact matching no rule raises ``MessageNotHandledException`` (ignored);
+identical facts raise ``MessageObservedException`` (every fact has a unique ``id``); exceptions
+inside actions are swallowed by the engine (recorded here and raised as ``EngineError``);
 definitions are mutated by the engine (deep-copied per host); every ``Host`` starts two
-self-re-arming dispatch timer threads that never stop (not started here: facts are asserted and
-actions run synchronously, no timers or queued events are used), and its C-side rulesets are
-freed after the run.
+self-re-arming timer threads (``Host._run``, overridden: everything runs synchronously); its C
+rulesets are freed after the run (private ``Host._ruleset_list`` / ``Ruleset._handle``); the
+matched facts of an action are read from the private ``Closure._m``.
 """
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import threading
 from dataclasses import dataclass, field
@@ -27,11 +42,14 @@ import durable_rules_engine
 from durable import engine as durable_engine
 
 from rlhealth.catalog import RuleSpec
-from rlhealth.facts import AnyFact, Evidence, FindingSpec
+from rlhealth.facts import Derived, Fact
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
 _TEMPLATES = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+_ARITH = {"add": "$add", "sub": "$sub", "mul": "$mul", "div": "$div"}
+_COMPARE = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte", "ne": "$neq"}
+_STAGE_ALIAS = "stage_"
 
 
 class EngineError(Exception):
@@ -40,60 +58,200 @@ class EngineError(Exception):
 
 @dataclass
 class EngineResult:
-    findings: list[FindingSpec] = field(default_factory=list)
+    derived: list[Derived] = field(default_factory=list)
+    """Every fact the rules asserted, sorted by (rule level, rule id, fact id)."""
     fired: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per rule firing: the rule and the ids of the facts it matched (sorted)."""
+    handoffs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Finding fact id -> its rendered handoff (a finding rule's ``handoff``)."""
+    also: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Conclusion fact id -> further supports (rule, statement, from) of the same conclusion."""
 
 
-def _scalar_payload(fact: AnyFact) -> dict[str, Any]:
-    payload = {}
-    for key, value in fact.engine_payload().items():
-        if isinstance(value, (str, bool, int, float)) and not key.startswith("_"):
-            payload[key] = value
-    return payload
+def compile_operand(value: Any, thresholds: dict[str, float]) -> Any:
+    """An operand -> a durable-rules expression or a constant."""
+    if isinstance(value, dict):
+        if len(value) != 1:
+            raise EngineError(f"expression {value!r} must have exactly one operator")
+        (op, operands), = value.items()
+        if op not in _ARITH or not isinstance(operands, list) or len(operands) != 2:
+            raise EngineError(f"unknown expression {value!r}")
+        left, right = (compile_operand(x, thresholds) for x in operands)
+        if all(isinstance(x, (int, float)) for x in (left, right)):
+            return {"add": left + right, "sub": left - right, "mul": left * right,
+                    "div": left / right if right else float("inf")}[op]
+        return {_ARITH[op]: {"$l": left, "$r": right}}
+    if isinstance(value, str):
+        if value.startswith("$thr."):
+            try:
+                return thresholds[value[5:]]
+            except KeyError:
+                raise EngineError(f"unknown threshold {value!r}") from None
+        if value.startswith("$."):
+            return {"$m": value[2:]}
+        if value.startswith("@"):
+            alias, _, name = value[1:].partition(".")
+            return {alias: name}
+    return value
 
 
-def compile_condition(conditions: dict[str, Any], thresholds: dict[str, float]) -> dict[str, Any]:
-    """One alias's field conditions -> a durable-rules JSON expression."""
+def _own_references(value: Any) -> list[str]:
+    """Fields of the same fact an operand reads (``$.<field>``)."""
+    if isinstance(value, dict):
+        return [name for operands in value.values() if isinstance(operands, list)
+                for operand in operands for name in _own_references(operand)]
+    if isinstance(value, str) and value.startswith("$."):
+        return [value[2:]]
+    return []
+
+
+def compile_condition(conditions: dict[str, Any], thresholds: dict[str, float],
+                      sets: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """One alias's conditions -> a durable-rules JSON expression.
+
+    A comparison with ``$.<field>`` also requires that field to exist: durable-rules compares a
+    missing field as null, which would make ``age > $.limit * 3`` true without a limit.
+    """
     terms = []
+    referenced: list[str] = []
     for field_name, cond in conditions.items():
+        if isinstance(cond, str) and cond.startswith("$set."):
+            try:
+                cond = list((sets or {})[cond[5:]])
+            except KeyError:
+                raise EngineError(f"unknown set {cond!r}") from None
         if isinstance(cond, list):
-            terms.append({"$or": [{field_name: v} for v in cond]} if len(cond) > 1 else {field_name: cond[0]})
+            options = [{field_name: compile_operand(v, thresholds)} for v in cond]
+            terms.append({"$or": options} if len(options) > 1 else options[0])
         elif isinstance(cond, dict):
-            for op, value in cond.items():
-                if isinstance(value, str) and value.startswith("$thr."):
-                    value = thresholds[value[len("$thr."):]]
+            items = [(op, value) for op, value in cond.items() if op != "all"]
+            for part in cond.get("all") or []:
+                items += list(part.items())
+            for op, value in items:
                 if op == "exists":
                     terms.append({"$ex" if value else "$nex": {field_name: 1}})
-                elif op in ("gt", "gte", "lt", "lte"):
-                    terms.append({f"${op}": {field_name: value}})
-                elif op == "ne":
-                    terms.append({"$neq": {field_name: value}})
+                elif op in _COMPARE:
+                    terms.append({_COMPARE[op]: {field_name: compile_operand(value, thresholds)}})
+                    referenced += [r for r in _own_references(value) if r not in referenced]
                 else:
                     raise EngineError(f"unknown operator {op!r} on {field_name}")
         else:
-            terms.append({field_name: cond})
+            terms.append({field_name: compile_operand(cond, thresholds)})
+    terms += [{"$ex": {name: 1}} for name in referenced]
     return {"$and": terms} if len(terms) > 1 else terms[0]
 
 
-def compile_ruleset(rules: list[RuleSpec], thresholds: dict[str, float]) -> dict[str, Any]:
+def compile_ruleset(rules: list[RuleSpec], thresholds: dict[str, float],
+                    sets: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """RuleSpecs -> the body of a durable-rules JSON ruleset (rule key = rule id)."""
     body = {}
     for rule in rules:
-        body[rule.id] = {"all": [{alias: compile_condition(cond, thresholds)} for alias, cond in rule.when.items()],
-                         "run": rule.id}
+        terms = [{_STAGE_ALIAS: {"$and": [{"kind": "stage"}, {"level": rule.level}]}}]
+        terms += [{alias: compile_condition(cond, thresholds, sets)} for alias, cond in rule.when.items()]
+        for alias, cond in rule.unless.items():
+            for i, one in enumerate(_expand_any_of(cond, sets)):
+                terms.append({f"{alias}{'' if i == 0 else f'_{i}'}$not": compile_condition(one, thresholds, sets)})
+        body[rule.id] = {"all": terms, "run": rule.id}
     return body
 
 
-class _Host(durable_engine.Host):
-    """A durable Host whose named actions record findings for this run only."""
+def _expand_any_of(cond: dict[str, Any], sets: dict[str, list[str]] | None) -> list[dict[str, Any]]:
+    """A negated condition with "any of" fields -> one condition per combination.
 
-    def __init__(self, rules: dict[str, RuleSpec], evidence: dict[str, tuple[Evidence, ...]], result: EngineResult,
-                 errors: list[str], full: dict[str, dict]):
-        self._rules = rules
-        self._evidence = evidence
-        self._full = full
-        self._result = result
-        self._errors = errors
+    not (a in [x, y] and rest) == not (a = x and rest) and not (a = y and rest); durable-rules
+    mis-evaluates an ``$or`` inside a negation that also refers to another alias, so negations
+    are compiled without ``$or``.
+    """
+    out = [dict(cond)]
+    for field_name, value in cond.items():
+        if isinstance(value, str) and value.startswith("$set."):
+            value = list((sets or {}).get(value[5:], []))
+        if isinstance(value, list):
+            out = [{**c, field_name: v} for c in out for v in value]
+    return out
+
+
+def derived_id(rule_id: str, matched_ids: list[str]) -> str:
+    digest = hashlib.sha1("\x1f".join(sorted(matched_ids)).encode()).hexdigest()[:10]
+    return f"{rule_id}#{digest}"
+
+
+class _Run:
+    """What one diagnosis' actions need: the facts so far, thresholds, and where results go."""
+
+    def __init__(self, rules: list[RuleSpec], facts: list[Fact], thresholds: dict[str, float]):
+        self.rules = {r.id: r for r in rules}
+        self.thresholds = thresholds
+        self.records: dict[str, dict[str, Any]] = {}
+        for fact in facts:
+            record = fact.model_dump(mode="json", exclude={"evidence"})
+            record["id"] = record.pop("fact_id")
+            self.records[fact.fact_id] = record
+        self.result = EngineResult()
+        self.errors: list[str] = []
+        self.conclusions: dict[tuple, str] = {}
+
+    def fire(self, rule: RuleSpec, closure) -> None:
+        matched_ids = {alias: str(fact.get("id")) for alias, fact in (closure._m or {}).items()
+                       if alias != _STAGE_ALIAS}
+        context: dict[str, Any] = {alias: self.records.get(fid, {}) for alias, fid in matched_ids.items()}
+        context["thr"] = self.thresholds
+        ids = sorted(matched_ids.values())
+        fact_id = derived_id(rule.id, ids)
+        self.result.fired.append({"rule": rule.id, "facts": ids})
+        fields: dict[str, Any] = {}
+        if rule.derive == "finding":
+            fields = dict(gate=rule.gate, status=rule.status, order=rule.order, stall=rule.stall,
+                          refutes_stall=rule.refutes_stall, early=rule.early, finding_id=fact_id,
+                          finding=_render(rule.finding, context) or "",
+                          next_action=_render(rule.next_action, context), flip_signal=_render(rule.flip_signal, context))
+            if rule.handoff:
+                self.result.handoffs[fact_id] = {k: _render(v, context) or "" for k, v in rule.handoff.items()}
+        elif rule.derive == "conclusion":
+            fields["name"] = rule.conclude
+        for name, expression in rule.set.items():
+            fields[name] = _evaluate(expression, context)
+        statement = _render(rule.statement, context) if rule.statement else fields.get("finding", "")
+        ordered_from = tuple(matched_ids[a] for a in rule.when if a in matched_ids)
+        if rule.derive == "conclusion":
+            # one conclusion, several supports: asserted once, the other derivations recorded
+            key = (rule.conclude, tuple(sorted((k, repr(v)) for k, v in fields.items())))
+            if key in self.conclusions:
+                self.result.also.setdefault(self.conclusions[key], []).append(
+                    {"rule": rule.id, "statement": statement or "", "from": list(ordered_from)})
+                return
+            self.conclusions[key] = fact_id
+        derived = Derived(kind=rule.derive, fact_id=fact_id, rule=rule.id, statement=statement or "",
+                          derived_from=ordered_from, fields={k: v for k, v in fields.items()
+                                                           if v is None or isinstance(v, (str, bool, int, float))})
+        record = dict(derived.fields)
+        record.update(kind=derived.kind, id=fact_id, rule=rule.id, statement=derived.statement)
+        self.records[fact_id] = record
+        self.result.derived.append(derived)
+        try:
+            closure.assert_fact(derived.engine_payload())
+        except durable_engine.MessageNotHandledException:
+            pass  # nothing consumes this fact (a final conclusion): not an error
+
+
+def _render(template: str | None, context: dict[str, Any]) -> str | None:
+    if template is None:
+        return None
+    return " ".join(_TEMPLATES.from_string(template).render(**context).split())
+
+
+def _evaluate(expression: str, context: dict[str, Any]) -> Any:
+    value = _TEMPLATES.compile_expression(expression, undefined_to_none=False)(**context)
+    if isinstance(value, jinja2.Undefined):
+        raise EngineError(f"set expression {expression!r} is undefined")
+    return value
+
+
+class _Host(durable_engine.Host):
+    """A durable Host whose named actions fire rules of one run, synchronously."""
+
+    def __init__(self, run: _Run):
+        self._run_state = run
         super().__init__()
 
     def _run(self):
@@ -110,81 +268,65 @@ class _Host(durable_engine.Host):
         self._ruleset_directory = {}
 
     def get_action(self, name: str):
-        rule = self._rules.get(name)
+        rule = self._run_state.rules.get(name)
         if rule is None:
             return super().get_action(name)
+        run = self._run_state
 
         def action(c):
             try:
-                matched = {alias: self._full.get(str(fact.get("id")), dict(fact)) for alias, fact in (c._m or {}).items()}
-                self._result.findings.append(_finding(rule, matched, self._evidence))
-                self._result.fired.append({"rule": rule.id, "facts": sorted(str(f.get("id")) for f in matched.values())})
+                run.fire(rule, c)
             except Exception as exc:  # recorded; durable would swallow it
-                self._errors.append(f"rule {rule.id}: {type(exc).__name__}: {exc}")
+                run.errors.append(f"rule {rule.id}: {type(exc).__name__}: {exc}")
         return action
 
 
-def _render(template: str | None, matched: dict[str, dict]) -> str | None:
-    if template is None:
-        return None
-    return " ".join(_TEMPLATES.from_string(template).render(**matched).split())
-
-
-def _finding(rule: RuleSpec, matched: dict[str, dict], evidence: dict[str, tuple[Evidence, ...]]) -> FindingSpec:
-    quoted: list[Evidence] = []
-    aliases = sorted(rule.when, key=lambda a: (matched.get(a) or {}).get("kind") == "job")
-    for alias in aliases:
-        fact = matched.get(alias) or {}
-        for item in evidence.get(str(fact.get("id")), ()):
-            if item not in quoted:
-                quoted.append(item)
-    handoff = None
-    if rule.handoff:
-        handoff = {k: _render(v, matched) or "" for k, v in rule.handoff.items()}
-    return FindingSpec(rule=rule.id, gate=rule.gate, status=rule.status, finding=_render(rule.finding, matched) or "",
-                       evidence=tuple(quoted), facts=tuple(sorted(str(f.get("id")) for f in matched.values())),
-                       stall=rule.stall, refutes_stall=rule.refutes_stall, next_action=_render(rule.next_action, matched),
-                       flip_signal=_render(rule.flip_signal, matched), handoff=handoff, order=rule.order)
-
-
-def run_rules(rules: list[RuleSpec], facts: list[AnyFact], thresholds: dict[str, float]) -> EngineResult:
-    """Assert ``facts`` into a fresh ruleset built from ``rules``; return what fired.
+def run_rules(rules: list[RuleSpec], facts: list[Fact], thresholds: dict[str, float],
+              sets: dict[str, list[str]] | None = None) -> EngineResult:
+    """Assert ``facts`` into a fresh ruleset built from ``rules`` and chain to a fixpoint.
 
     Raises EngineError when the engine or an action failed.
     """
     with _LOCK:
         name = f"rlhealth_{next(_COUNTER)}"
-    result = EngineResult()
-    errors: list[str] = []
-    evidence = {fact.fact_id: fact.evidence for fact in facts}
-    full = {fact.fact_id: {**fact.model_dump(mode="json", exclude={"evidence"}), "id": fact.fact_id} for fact in facts}
-    host = _Host({r.id: r for r in rules}, evidence, result, errors, full)
+    run = _Run(rules, facts, thresholds)
+    host = _Host(run)
     try:
         try:
-            host.set_rulesets({name: copy.deepcopy(compile_ruleset(rules, thresholds))})
+            host.set_rulesets({name: copy.deepcopy(compile_ruleset(rules, thresholds, sets))})
+        except EngineError:
+            raise
         except Exception as exc:
             raise EngineError(f"rule base failed to compile: {type(exc).__name__}: {exc}") from exc
         seen: set[str] = set()
+        payloads = []
         for fact in sorted(facts, key=lambda f: f.fact_id):
             if fact.fact_id in seen:
                 raise EngineError(f"duplicate fact id {fact.fact_id!r}")
             seen.add(fact.fact_id)
+            payloads.append(fact.engine_payload())
+        payloads += [{"id": f"stage:{level}", "kind": "stage", "level": level}
+                     for level in range(1, max((r.level for r in rules), default=0) + 1)]
+        for payload in payloads:
             try:
-                host.assert_fact(name, _scalar_payload(fact))
+                host.assert_fact(name, payload)
             except durable_engine.MessageNotHandledException:
                 continue
             except Exception as exc:
-                raise EngineError(f"asserting fact {fact.fact_id}: {type(exc).__name__}: {exc}") from exc
+                raise EngineError(f"asserting fact {payload['id']}: {type(exc).__name__}: {exc}") from exc
+            if run.errors:
+                break
         try:
             state = host.get_state(name)
         except Exception:
             state = {}
         if isinstance(state, dict) and state.get("exception"):
-            errors.append(str(state["exception"])[:500])
-        if errors:
-            raise EngineError("; ".join(errors))
+            run.errors.append(str(state["exception"])[:500])
+        if run.errors:
+            raise EngineError("; ".join(run.errors))
     finally:
         host.close()
-    result.findings.sort(key=lambda f: (f.gate, f.order, f.rule, f.facts))
-    result.fired.sort(key=lambda f: (f["rule"], f["facts"]))
-    return result
+    level = {r.id: r.level for r in rules}
+    run.result.derived.sort(key=lambda d: (level.get(d.rule, 0), d.rule, d.fact_id))
+    run.result.fired.sort(key=lambda f: (f["rule"], f["facts"]))
+    return run.result

@@ -1,27 +1,37 @@
-"""Typed facts: what the probes observed, summarized, with the evidence behind them.
+"""Typed facts: what the observers measured, and what the rule base derived from it.
 
-Facts are frozen pydantic models. Each one has a ``kind`` (what the rule base
-matches on), a unique ``fact_id`` (durable-rules refuses identical facts) and the
-quoted evidence lines it rests on. The rule engine receives summary facts
-(counts, first/last occurrence, series statistics), never one fact per log line.
+Measurement facts (one pydantic model per kind, ``MEASUREMENTS``) state what was measured in the
+evidence: ages in seconds, counts, rates, medians, shares, configuration values with where they
+came from, each fact with the quoted file:line evidence behind it. They carry no judgement: no
+threshold is applied here.
+
+Derived facts (``Conclusion``, ``Finding``, ``GateStatus``, ``VerdictCandidate``) are asserted by
+rules of the rule base (``rules/rulesets/*.yaml``) and consumed by later rules; each keeps the ids
+of the facts it was derived from, so every conclusion has a derivation down to quoted lines.
 """
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 GateName = Literal["liveness", "resources", "rollouts", "dynamics"]
 GATES: tuple[GateName, ...] = ("liveness", "resources", "rollouts", "dynamics")
+REPORTED_APART = ("restarts",)
 Status = Literal["PASS", "FAIL", "ERROR"]
+Scalar = str | bool | int | float | None
 
 
 class Evidence(BaseModel):
-    """One quoted line: ``source`` is relative to the bundle, ``line`` is 1-based."""
+    """One quoted line: ``source`` is relative to the bundle, ``line`` is 1-based.
+
+    ``summary`` is True when ``text`` restates what several lines or a record say (a metric record,
+    a trial tally) instead of quoting one line; a summary carries no line number."""
     model_config = ConfigDict(frozen=True, extra="forbid")
     source: str
     line: int | None = None
     text: str
+    summary: bool = False
 
 
 class Occurrence(BaseModel):
@@ -39,6 +49,15 @@ class Occurrence(BaseModel):
         return Evidence(source=self.source, line=self.line, text=self.text)
 
 
+class ProblemNote(BaseModel):
+    """Evidence that should exist but could not be read or parsed (from the bundle reader)."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    source: str
+    reason: str
+    gate: GateName | Literal["all", "none"] = "all"
+    """The gate this problem makes ERROR; "all" = every gate; "none" = listed only."""
+
+
 class Fact(BaseModel):
     """Base of every fact handed to the rule engine."""
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,65 +65,350 @@ class Fact(BaseModel):
     fact_id: str
     evidence: tuple[Evidence, ...] = ()
 
+    def summary(self) -> str:
+        """``kind [subject]: field=value, ...`` over the fields that carry a value (at most 12)."""
+        data = self.model_dump(mode="json", exclude={"evidence", "fact_id", "kind"})
+        shown = [f"{k}={v}" for k, v in data.items() if v not in (None, "", False, 0, 0.0) and not isinstance(v, (dict, list))]
+        return f"{self.kind} {self.fact_id.partition(':')[2]}".strip() + ": " + (", ".join(shown[:12]) or "nothing measured")
+
     def engine_payload(self) -> dict[str, Any]:
-        """The fact as the rule engine sees it (JSON-safe, evidence left out)."""
+        """The fact as the rule engine sees it: scalar fields, None left out, evidence left out."""
         data = self.model_dump(mode="json", exclude={"evidence"})
-        data["id"] = self.fact_id
-        return {k: v for k, v in data.items() if v is not None}
+        data["id"] = data.pop("fact_id")
+        return {k: v for k, v in data.items() if isinstance(v, (str, bool, int, float))}
 
 
-class FindingSpec(BaseModel):
-    """A conclusion a rule draws about one gate."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    rule: str
-    gate: GateName | Literal["restarts", "verdict"]
-    status: Status
-    finding: str
-    evidence: tuple[Evidence, ...] = ()
-    facts: tuple[str, ...] = ()
-    stall: bool = False
-    """True when the failure is frozen progress without a hard-failure signature."""
-    refutes_stall: bool = False
-    """True when live evidence shows the frozen-looking job is working (drops stall findings)."""
-    next_action: str | None = None
-    flip_signal: str | None = None
-    handoff: dict[str, str] | None = None
-    order: int = 100
-    """Lower order = more load-bearing; used to rank findings within a gate."""
+# ----------------------------------------------------------------------------- measurements
+class JobMeasured(Fact):
+    """Identity, controller state, freshness inputs, mode and launch configuration of the job."""
+    kind: Literal["job"] = "job"
+    job_id: str
+    cluster: str
+    backend: str
+    layout: str
+    state: str | None = None
+    state_source: str
+    evidence_age_s: float | None = None
+    """Evaluation time minus the newest evidence time (sync, capture or newest timestamped line)."""
+    evidence_time: str | None = None
+    max_age_s: float
+    """The freshness limit given on the command line (--max-age)."""
+    capture_age_s: float | None = None
+    """Evaluation time minus the time of the capture used (None without a capture)."""
+    has_manifest: bool
+    has_capture: bool
+    pods_listed: int | None = None
+    gpu_poll_rows: int = 0
+    stack_samples: int = 0
+    log_files: int = 0
+    mode: str | None = None
+    mode_source: str
+    model_name: str | None = None
+    model_source: str | None = None
+    active_params_b: float | None = None
+    gpu: str | None = None
+    gpu_source: str | None = None
+    n_concurrent_trials: int | None = None
+    max_num_seqs: int | None = None
+    num_inference_engines: int | None = None
+    enforce_eager: bool | None = None
+    enforce_eager_source: str | None = None
+    current_attempt: int = 0
 
 
-class AnyFact(Fact):
-    """A fact whose fields are free-form (payload); used for derived summaries."""
-    model_config = ConfigDict(frozen=True, extra="allow")
+class TrainerMeasured(Fact):
+    """Trainer progress: completed steps, step cadence and the age of the newest progress line."""
+    kind: Literal["trainer"] = "trainer"
+    trainer_lines: int
+    """Trainer progress/activity lines seen (phase timers, step lines, metric lines)."""
+    metric_records: int
+    malformed_records: int
+    steps_completed: int
+    last_step: int | None = None
+    total_steps: int | None = None
+    last_progress: str | None = None
+    progress_age_s: float | None = None
+    """Seconds from the newest timestamped trainer progress line to the newest evidence time."""
+    median_step_s: float | None = None
+    open_phase: str | None = None
+    genbuf_unchanged_s: float | None = None
+    serialization: str | None = None
+    log_files: int = 0
 
 
-def make_fact(kind: str, fact_id: str, evidence: list[Evidence] | tuple[Evidence, ...] = (), **fields: Any) -> AnyFact:
-    return AnyFact(kind=kind, fact_id=fact_id, evidence=tuple(evidence), **fields)
+class SignatureMeasured(Fact):
+    """Occurrences of one log signature from the catalog."""
+    kind: Literal["signature"] = "signature"
+    sig: str
+    family: str
+    severity: str
+    gate: str
+    title: str
+    count: int
+    files: int
+    in_current_attempt: bool
+    """An occurrence belongs to the current attempt (or the log has no attempt boundaries)."""
+    progress_after: bool
+    """A trainer progress line follows the current attempt's last occurrence (by time, else by line)."""
+    first_error: bool = False
+    """Its occurrence is the first causal error of the current attempt (earliest primary error)."""
+    transient: bool
+    remediation: str
 
 
-class ProblemNote(BaseModel):
+class SuppressedMeasured(Fact):
+    kind: Literal["suppressed"] = "suppressed"
+    sig: str
+    count: int
+
+
+class EnginesMeasured(Fact):
+    """vLLM stats lines over the recent stats window (per engine medians, then across engines)."""
+    kind: Literal["engines"] = "engines"
+    seen: int
+    """Engines that printed at least one stats line."""
+    fresh: int = 0
+    """Engines whose newest stats line is within the freshness window of the evidence time."""
+    stats_lines: int = 0
+    eras: str | None = None
+    newest_stats: str | None = None
+    stats_age_s: float | None = None
+    gen_tok_s_per_engine: float | None = None
+    """Median over fresh engines of each engine's median generation throughput in the window."""
+    running_median: float | None = None
+    waiting_median: float | None = None
+    waiting_p_persistent: float | None = None
+    """The waiting count exceeded in the persistent share of recent samples (a low quantile)."""
+    waiting_over_running_p_persistent: float | None = None
+    """The waiting/running ratio exceeded in the persistent share of recent samples."""
+    kv_cache_pct_median: float | None = None
+    expected_engines: int | None = None
+    n_concurrent_trials: int | None = None
+    max_num_seqs: int | None = None
+    demand_over_supply: float | None = None
+
+
+class ThroughputMeasured(Fact):
+    """Measured generation throughput next to the hardware table's row for this model and GPU."""
+    kind: Literal["throughput"] = "throughput"
+    measured_tok_s: float
+    running_median: float | None = None
+    enforce_eager: bool | None = None
+    enforce_eager_source: str | None = None
+    table_row: str | None = None
+    gpu: str | None = None
+    floor_tok_s: float | None = None
+    healthy_low_tok_s: float | None = None
+    single_stream_bound_tok_s: float | None = None
+    table_source: str | None = None
+    floor_assumption: str | None = None
+    """Set when the model or GPU was unknown: which conservative row the floor assumes."""
+
+
+class GpuRoleMeasured(Fact):
+    """Live GPU polls of one role (policy / inference / unknown)."""
+    kind: Literal["gpu_role"] = "gpu_role"
+    role: str
+    gpus: int
+    polls: int
+    """Fewest polls of any GPU of this role."""
+    max_util_pct: float | None = None
+    """Highest utilization seen on any GPU of this role in any poll."""
+    min_mem_used_mib: float | None = None
+    max_median_util_pct: float | None = None
+    """Highest per-GPU median utilization."""
+    busy_gpus_over_idle: int = 0
+    """GPUs whose median utilization is above the idle-utilization threshold (reported only)."""
+    max_mem_used_fraction: float | None = None
+    mean_util_pct: float | None = None
+
+
+class StacksMeasured(Fact):
+    kind: Literal["stacks"] = "stacks"
+    count: int
+    in_collective: int
+
+
+class PodsMeasured(Fact):
+    kind: Literal["pods"] = "pods"
+    count: int
+    oomkilled: int
+    progress_after_last_oom: bool
+    last_oom: str | None = None
+    image_pull_backoff: int
+    crashloop: int
+    restarts: int
+    running: int
+    pending: int
+
+
+class TrialsMeasured(Fact):
+    """Agentic trial summary from trace_jobs/ (current generation only)."""
+    kind: Literal["trials"] = "trials"
+    present: bool
+    trace_dir: bool = False
+    started: int = 0
+    prior_generation: int = 0
+    completed: int = 0
+    unreadable: int = 0
+    finished: int = 0
+    rewards: int = 0
+    nonzero_rewards: int = 0
+    mean_reward: float | None = None
+    top_exception: str | None = None
+    top_exception_count: int = 0
+    top_exception_fraction: float = 0.0
+    top_exception_infra: bool = False
+    """The top exception is listed as infrastructure in rules/trial_exceptions.yaml."""
+    infra_cause: str | None = None
+    infra_fix: str | None = None
+    turns_mean: float | None = None
+    coherence_sampled: int = 0
+    incoherent: int = 0
+    incoherent_fraction: float | None = None
+    weight_reload_markers: int = 0
+    unreadable_fraction: float = 0.0
+
+
+class StdRolloutsMeasured(Fact):
+    """Standard-run rollout metrics from the trainer log."""
+    kind: Literal["std_rollouts"] = "std_rollouts"
+    reward_steps: int
+    zero_reward_steps: int
+    last_reward: float | None = None
+    gen_token_steps: int = 0
+    max_gen_tokens: float | None = None
+    batch_exception: str | None = None
+    batch_exception_infra: bool = False
+    batch_exception_fraction: float = 0.0
+    batch_success_fraction: float | None = None
+    batch_infra_cause: str | None = None
+    batch_infra_fix: str | None = None
+
+
+class DynamicsMeasured(Fact):
+    """Metric series over the metric window (the newest completed steps)."""
+    kind: Literal["dynamics"] = "dynamics"
+    steps: int
+    window: int
+    recent_window: int
+    nan_metrics: str | None = None
+    log_ratio_abs_max: float | None = None
+    policy_loss_abs_max: float | None = None
+    grad_norm_max: float | None = None
+    recent_log_ratio_abs_max: float | None = None
+    recent_policy_loss_abs_max: float | None = None
+    recent_grad_norm_max: float | None = None
+    log_ratio_onset_step: int | None = None
+    """First window step at which log_ratio_abs_max reaches the onset share of its window peak."""
+    policy_loss_onset_step: int | None = None
+    grad_norm_onset_step: int | None = None
+    tis_imp_ratio_mean: float | None = None
+    reward_first: float | None = None
+    reward_last: float | None = None
+    reward_range: float | None = None
+    reward_points: int = 0
+    """Steps in the window with a finite reward."""
+    use_tis: bool | None = None
+
+
+class RestartsMeasured(Fact):
+    """Attempts of the job, their first causal errors and the retry budget."""
+    kind: Literal["restarts"] = "restarts"
+    attempts: int
+    failed_before_current: int
+    """Failed attempts before the current one (a wall-clock timeout with a successor is not counted)."""
+    current_failed: bool
+    """The current (last) attempt is in a failed state or has a first causal error."""
+    failed_including_current: int
+    distinct_errors_before_current: int
+    distinct_errors_all: int
+    """Distinct normalized first errors over failed attempts including the current one."""
+    errors_missing_before_current: int
+    """Failed attempts before the current one with no first causal error found."""
+    errors_missing_all: int
+    transient_failed: int
+    """Failed attempts before the current one whose first error is a transient signature."""
+    current_transient: bool = False
+    controller_failure_count: int = 0
+    max_retries: int | None = None
+    first_signature: str | None = None
+
+
+class ProblemMeasured(Fact):
     """Evidence that should exist but could not be read or parsed."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: Literal["problem"] = "problem"
     source: str
     reason: str
-    gate: GateName | Literal["all", "none"] = "all"
-    """The gate this problem makes ERROR; "none" = listed only."""
+    gate: str
+
+
+class GateSlot(Fact):
+    """One gate to be decided (every gate gets a status, even when no rule concluded)."""
+    kind: Literal["gate_slot"] = "gate_slot"
+    gate: str
+    present: str = "none"
+    """The measurements this gate reads that were present (named when no rule concludes)."""
+    absent: str = "none"
+
+
+# Which measurement kinds each gate reads (named when no rule concluded on a gate).
+GATE_INPUTS = {
+    "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "problem"),
+    "resources": ("engines", "throughput", "gpu_role", "pods", "signature", "problem"),
+    "rollouts": ("job", "trials", "std_rollouts", "problem"),
+    "dynamics": ("trainer", "dynamics", "problem"),
+    "restarts": ("restarts",),
+}
+
+
+def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
+    kinds = GATE_INPUTS.get(gate, ())
+    present = [f.summary() for f in sorted(facts, key=lambda f: f.fact_id) if f.kind in kinds]
+    absent = [k for k in kinds if not any(f.kind == k for f in facts) and k != "problem"]
+    return GateSlot(fact_id=f"gate_slot:{gate}", gate=gate, present="; ".join(present) or "none",
+                    absent=", ".join(absent) or "none")
+
+
+MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
+    JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, ThroughputMeasured,
+    GpuRoleMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StdRolloutsMeasured, DynamicsMeasured,
+    RestartsMeasured, ProblemMeasured, GateSlot)}
+
+
+# ----------------------------------------------------------------------------- derived facts
+class Derived(BaseModel):
+    """A fact a rule asserted. ``derived_from`` holds the ids of the facts the rule matched."""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: str
+    fact_id: str
+    rule: str
+    statement: str
+    derived_from: tuple[str, ...]
+    fields: dict[str, Scalar] = {}
+    """Values the rule set on the fact (conclusions: the rule's ``set``; findings: status etc.)."""
+
+    def engine_payload(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.fields.items() if isinstance(v, (str, bool, int, float))}
+        data.update(kind=self.kind, id=self.fact_id, rule=self.rule)
+        return data
+
+
+DERIVED_KINDS = ("conclusion", "finding", "gate", "verdict_candidate", "verdict", "confidence")
+# Fields every derived kind carries (besides those a producing rule sets).
+DERIVED_BASE_FIELDS = {
+    "conclusion": {"name"},
+    "finding": {"gate", "status", "order", "stall", "refutes_stall", "early", "next_action", "flip_signal",
+                "finding", "finding_id"},
+    "gate": {"gate", "status", "order", "stall", "early", "finding_id", "finding", "next_action", "flip_signal",
+             "rule_of_finding"},
+    "verdict_candidate": {"verdict", "order", "next_action", "flip_signal"},
+    "verdict": {"verdict", "next_action", "flip_signal"},
+    "confidence": {"confidence"},
+}
 
 
 def fact_kinds() -> dict[str, str]:
-    """Documentation of the fact kinds the rule base matches on (kind -> meaning)."""
-    return {
-        "job": "identity, controller state, freshness, mode, placement of the job",
-        "signature": "occurrences of one log signature (count, first/last, attempts)",
-        "trainer": "trainer progress: steps, phase timers, freshness of the newest trainer line",
-        "engines": "vLLM stats per engine, recent throughput and queue tuple",
-        "throughput": "engine throughput against the hardware lookup table",
-        "gpu_roles": "live GPU polls separated by role (policy / inference)",
-        "stacks": "py-spy stacks captured while the job existed",
-        "pods": "Kubernetes pod state: OOMKilled, image pull, restarts",
-        "trials": "agentic trial summary from trace_jobs/",
-        "std_rollouts": "standard-run rollout metrics from the trainer log",
-        "dynamics": "metric series over completed steps",
-        "restarts": "attempts, their first causal errors, retry budget",
-        "problem": "evidence that could not be obtained or parsed",
-    }
+    """kind -> first docstring line, for documentation and `rlhealth rules list`."""
+    return {kind: (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else kind
+            for kind, model in sorted(MEASUREMENTS.items())}

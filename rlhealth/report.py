@@ -76,6 +76,14 @@ class Report(BaseModel):
     metric_window: dict[str, Any] | None = None
     phase_table: list[dict[str, Any]] = Field(default_factory=list)
     first_error: Evidence | None = None
+    behavioral_break: dict[str, Any] | None = None
+    """Where a behavioral break (broken replay, ...) began: {kind, step, evidence}; the audit
+    selects the last checkpoint before it."""
+    derivation: list[dict[str, Any]] = Field(default_factory=list)
+    """Every derived fact back to the measurements and quoted lines (verdict, gate, conclusion,
+    measurement and missing nodes; ``from`` lists the ids a node was derived from)."""
+    why: list[str] = Field(default_factory=list)
+    """The chain that decided the verdict, as the Markdown WHY block prints it."""
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

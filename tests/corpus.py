@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 
 INCIDENTS_DIR = Path(__file__).parent / "incidents"
+REPO = Path(__file__).parent.parent
 
 
 def incident_dirs() -> list[Path]:

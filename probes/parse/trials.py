@@ -305,7 +305,7 @@ def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int
     only counted in ``prior_generation``, never mixed into the current attempt's statistics."""
     summary = TrialSummary()
     dirs = trial_dirs(trace_root)
-    completed_names: list[str] = []
+    completed_names: list[tuple[float, str]] = []
     for read in _read_trials(dirs, aliases, workers):
         if since is not None and read.started_at is not None and read.started_at < since:
             summary.prior_generation += 1
@@ -333,10 +333,11 @@ def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int
             summary.turns.append(read.turns)
         for phase, value in read.phases.items():
             summary.phases[phase].append(value)
-        completed_names.append(read.name)
+        completed_names.append((read.started_at if read.started_at is not None else float("-inf"), read.name))
     if completed_names and sample_size > 0:
-        step = max(1, len(completed_names) // sample_size)
-        for name in completed_names[::step][:sample_size]:
+        # the newest completed trials (by start time, then name): the policy being served now
+        newest = [name for _, name in sorted(completed_names)[-sample_size:]]
+        for name in newest:
             trial = trace_root / name
             text, source = agent_output(trial)
             if text is None:

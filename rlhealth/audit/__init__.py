@@ -58,7 +58,7 @@ def run_audit(args, now: datetime) -> tuple[str, int]:
     run = Path(args.run)
     if not run.is_dir():
         raise UsageError(f"RUN is not a directory: {run}")
-    for flag in ("bundle", "export_dir", "published_dir"):
+    for flag in ("bundle", "export_dir", "published_dir", "trace_root", "campaign", "diagnosis"):
         v = getattr(args, flag, None)
         if v is not None and not Path(v).exists():
             raise UsageError(f"--{flag.replace('_', '-')}: no such path: {v}")
@@ -66,12 +66,28 @@ def run_audit(args, now: datetime) -> tuple[str, int]:
         policy = P.parse_policy(getattr(args, "policy", None))
     except P.PolicyError as exc:
         raise UsageError(f"--policy: {exc}") from exc
+    break_step = getattr(args, "break_step", None)
+    if break_step is not None and break_step < 0:
+        raise UsageError("--break-step must be a non-negative step")
+    break_time = None
+    if getattr(args, "break_time", None):
+        try:
+            break_time = datetime.fromisoformat(args.break_time.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise UsageError(f"--break-time: not an ISO-8601 time: {args.break_time}") from exc
+        if break_time.tzinfo is None:
+            raise UsageError("--break-time needs a time zone (e.g. 2026-08-01T12:00:00Z)")
     fmt = getattr(args, "format", "markdown")
     try:
+        from rlhealth.audit.campaign import load_campaign
         from rlhealth.audit.core import build_record
 
         record = build_record(run, getattr(args, "bundle", None), getattr(args, "export_dir", None),
-                              getattr(args, "published_dir", None), policy, now)
+                              getattr(args, "published_dir", None), policy, now,
+                              trace_root=getattr(args, "trace_root", None),
+                              campaign=load_campaign(getattr(args, "campaign", None)),
+                              break_step=break_step, break_time=break_time,
+                              diagnosis=getattr(args, "diagnosis", None))
         code = EXIT_BLOCKED if record["status"] == "blocked" else EXIT_COMPLETE
         record["exit_code"] = code
         return (render_json(record) if fmt == "json" else render_markdown(record)), code

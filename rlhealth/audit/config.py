@@ -6,8 +6,8 @@ entrypoint is always read too, for overrides and the source revision):
   RUN/config.yaml, BUNDLE/rlhealth/captures/<newest>/job.json ``resolved_config``,
   BUNDLE/manifest.json ``job.entrypoint`` (compact JSON text; ``key=value`` overrides and flags).
 
-Classification reads configuration KEYS (and command-line flags), never values such as the run
-name: a run is agentic when any key path mentions an agent harness / sandbox / trials setting.
+Classification is ``rlhealth.mode.classify_mode`` (the one classifier): configuration KEYS and
+command-line flags, never values such as the run name.
 """
 from __future__ import annotations
 
@@ -20,12 +20,10 @@ from pathlib import Path
 import yaml
 
 from rlhealth.audit.safefs import Root
+from rlhealth.mode import classify_mode, harness_evidence
 
 CONFIG_FILES = ["resolved_config.yaml", "resolved_config.yml", "resolved_config.json", ".hydra/config.yaml",
                 "launch_config.yaml", "launch_config.yml", "launch_config.json", "config.yaml"]
-AGENTIC_KEY = re.compile(r"(?:^|[._-])(?:terminal_bench_config|terminal_bench|harbor|daytona|sandbox|sandboxes|trials_dir|trials-dir)(?:$|[._-])",
-                         re.IGNORECASE)
-AGENTIC_FLAG = re.compile(r"^--(?:trials[_-]dir|harbor[\w-]*|daytona[\w-]*|terminal[_-]bench[\w-]*)(?:=|$)", re.IGNORECASE)
 OVERRIDE = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][\w.\-]*(?:\.[\w\-]+)*)=(?P<value>.*)$", re.DOTALL)
 SKYREF = re.compile(r"--skyrl[-_]ref(?:=|\s+)['\"]?([0-9a-fA-F]{7,40})\b")
 
@@ -45,8 +43,9 @@ class ConfigFacts:
     flat: dict = field(default_factory=dict)
     entrypoint_source: str | None = None
     entrypoint_overrides: dict = field(default_factory=dict)
-    entrypoint_flags: list = field(default_factory=list)
     entrypoint_text: str = ""
+    entrypoint_raw: str | None = None
+    doc: dict | None = None
     problems: list = field(default_factory=list)
 
     @property
@@ -63,12 +62,10 @@ class ConfigFacts:
                     out[label] = value
         return out
 
-    def mode(self) -> tuple[str, list[str]]:
-        if self.source is None and self.entrypoint_source is None:
-            return "unknown", []
-        ev = sorted({k for k in self.merged if AGENTIC_KEY.search(k)})
-        ev += sorted({f for f in self.entrypoint_flags if AGENTIC_FLAG.match(f)})
-        return ("agentic" if ev else "standard"), ev[:8]
+    def mode(self) -> tuple[str, str, list[str]]:
+        """(mode, mode_source, evidence key paths) from ``rlhealth.mode.classify_mode``."""
+        mode, source = classify_mode(self.doc, self.entrypoint_raw)
+        return mode, source, harness_evidence(self.doc, self.entrypoint_raw)[:8]
 
 
 def flatten(obj, prefix: str = "") -> dict:
@@ -117,6 +114,7 @@ def load_config(run: Root, bundle: Root | None, manifest: dict | None, capture_d
             continue
         if isinstance(doc, dict):
             facts.source = run.display(p)
+            facts.doc = doc
             facts.flat = flatten(doc)
             break
         facts.problems.append(f"{run.display(p)}: configuration file is not a mapping")
@@ -130,6 +128,7 @@ def load_config(run: Root, bundle: Root | None, manifest: dict | None, capture_d
             facts.problems.append(f"{bundle.display(p)}: not JSON")
         if isinstance(job, dict) and isinstance(job.get("resolved_config"), dict):
             facts.source = f"{bundle.display(p)} resolved_config"
+            facts.doc = job["resolved_config"]
             facts.flat = flatten(job["resolved_config"])
     entry = ((manifest or {}).get("job") or {}).get("entrypoint") if isinstance((manifest or {}).get("job"), dict) else None
     if isinstance(entry, str) and entry.strip():
@@ -140,6 +139,7 @@ def load_config(run: Root, bundle: Root | None, manifest: dict | None, capture_d
         texts = list(_strings(doc))
         facts.entrypoint_text = "\n".join(texts)
         facts.entrypoint_source = "bundle:manifest.json job.entrypoint"
+        facts.entrypoint_raw = entry
         for t in texts:
             try:
                 tokens = shlex.split(t)
@@ -147,7 +147,6 @@ def load_config(run: Root, bundle: Root | None, manifest: dict | None, capture_d
                 tokens = t.split()
             for i, tok in enumerate(tokens):
                 if tok.startswith("--"):
-                    facts.entrypoint_flags.append(tok.split("=", 1)[0])
                     if "=" in tok:
                         facts.entrypoint_overrides.setdefault(tok[2:].split("=", 1)[0].replace("-", "_"), _coerce(tok.split("=", 1)[1]))
                     elif i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):

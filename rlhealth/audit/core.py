@@ -9,6 +9,10 @@ from pathlib import Path
 from rlhealth.audit import config as C
 from rlhealth.audit import logs as L
 from rlhealth.audit import policy as P
+from rlhealth.audit.campaign import Campaign
+from rlhealth.audit.distcp import validate_distcp
+from rlhealth.audit import handoff as H
+from rlhealth.audit.traces import check_trace_root, monitor_mirror
 from rlhealth.audit.publication import find_trace_manifest, trace_manifest_check, verify_published
 from rlhealth.audit.safefs import Root
 from rlhealth.audit.weights import config_and_tokenizer, validate_weights
@@ -34,8 +38,9 @@ def _parse_time(v) -> datetime | None:
 
 class Audit:
     def __init__(self, run: Path, bundle: Path | None, export_dir: Path | None, published: Path | None,
-                 policy: P.Policy | None, now: datetime):
+                 policy: P.Policy | None, now: datetime, trace_root: Path | None = None):
         self.run = Root("run", run)
+        self.trace_root = Root("traces", trace_root) if trace_root else None
         self.bundle = Root("bundle", bundle) if bundle else None
         self.export = Root("export", export_dir) if export_dir else None
         self.published = Root("published", published) if published else None
@@ -154,6 +159,7 @@ class Audit:
         checks = []
         pol = d / "policy"
         size = None
+        optimizer, fmt = "could not check", "unknown"
         if not r.is_dir(pol):
             checks.append(_c("policy_dir", "fail", "policy/ directory absent"))
         else:
@@ -184,11 +190,18 @@ class Audit:
                         gaps.append(f"fsdp_config.json world_size={fws} but rank files say {w}")
                     checks.append(_c("rank_shards", "fail" if gaps else "pass",
                                      "; ".join(gaps) if gaps else f"all {w} rank(s) present for {', '.join(sorted(k for k, _ in ranks))}"))
+                    optim = ranks.get(("optim", w), set())
+                    optimizer = "present" if optim == set(range(w)) else "absent"
+                    fmt = f"FSDP sharded checkpoint (world size {w}, model_world_size_{w}_rank_*.pt)"
             elif distcp:
-                checks.append(_c("rank_shards", "warn", f"Megatron dist-checkpoint ({len(distcp)} .distcp files); shard completeness not verified"))
+                dc, dfacts = validate_distcp(r, pol)
+                checks += dc
+                optimizer = dfacts["optimizer_state"]
+                fmt = f"Megatron distributed checkpoint ({dfacts['shards']} .distcp shard(s), {len(dfacts['ranks'])} rank(s))"
             elif any(n.endswith(".safetensors") or n == "model.safetensors.index.json" for n in names):
                 wc, size = validate_weights(r, pol)
                 checks += wc
+                fmt = "Hugging Face safetensors"
             else:
                 checks.append(_c("rank_shards", "fail", "no model weights (rank .pt, .distcp or safetensors) under policy/"))
             hf = pol / "huggingface"
@@ -203,7 +216,11 @@ class Audit:
             if not r.is_file(d / f):
                 checks.append(_c("trainer_state", "warn", f"{f} absent (resume state incomplete)"))
         checks += self.step_checks(step, latest, metrics)
-        return _candidate("checkpoint", r.display(d), step, checks, size)
+        cand = _candidate("checkpoint", r.display(d), step, checks, size)
+        cand["format"] = fmt
+        cand["optimizer_state"] = optimizer
+        cand["trainer_state"] = "present" if all(r.is_file(d / f) for f in ("trainer_state.pt", "data.pt")) else "absent"
+        return cand
 
     def step_checks(self, step: int | None, latest: int | None, metrics: dict) -> list[dict]:
         out = []
@@ -271,13 +288,24 @@ def _candidate(kind, path, step, checks, size):
 
 
 def build_record(run: Path, bundle: Path | None, export_dir: Path | None, published: Path | None,
-                 policy: P.Policy | None, now: datetime) -> dict:
-    a = Audit(run, bundle, export_dir, published, policy, now)
+                 policy: P.Policy | None, now: datetime, *, trace_root: Path | None = None,
+                 campaign: Campaign | None = None, break_step: int | None = None,
+                 break_time: datetime | None = None, diagnosis: Path | None = None) -> dict:
+    campaign = campaign or Campaign()
+    if policy is None and campaign.selection_policy:
+        try:
+            policy = P.parse_policy(campaign.selection_policy)
+        except P.PolicyError as exc:
+            policy = None
+            campaign.problems.append(f"campaign record: selection_policy {campaign.selection_policy!r} is not a valid policy ({exc})")
+    a = Audit(run, bundle, export_dir, published, policy, now, trace_root)
+    for msg in campaign.problems:
+        a.problem("blocking" if "selection_policy" in msg else "warning", "campaign-record", msg)
     manifest, ctrl, cap_dir = a.controller()
     cfg = C.load_config(a.run, a.bundle, manifest, cap_dir)
     for msg in cfg.problems:
         a.problem("warning", "config-unparsable", msg)
-    mode, mode_evidence = cfg.mode()
+    mode, mode_reason, mode_evidence = cfg.mode()
     settings = cfg.settings()
 
     facts = L.scan_logs(a.log_files())
@@ -387,10 +415,11 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                   "missing_count": len(missing), "malformed_lines": facts.malformed,
                   "repeated_steps": facts.duplicate_steps,
                   "reward_key": "reward/avg_raw_reward" if any("reward/avg_raw_reward" in m for m in metrics.values()) else None}
+        window["serializations"] = dict(sorted(facts.serializations.items()))
         if facts.malformed:
-            a.problem("warning", "metrics-malformed", f"{facts.malformed} WANDB_MIRROR train line(s) failed JSON parse")
+            a.problem("warning", "metrics-malformed", f"{facts.malformed} metric line(s)/block(s) failed to parse")
     elif facts.attempts:
-        a.problem("blocking", "metrics-absent", "logs present but no WANDB_MIRROR kind=train metrics parsed")
+        a.problem("blocking", "metrics-absent", "logs present but no training metrics parsed (WANDB_MIRROR kind=train or python-dict blocks)")
 
     # ---- selection
     export_steps = {c["step"] for c in exports if c["valid"] and c["step"] is not None}
@@ -411,7 +440,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         if res["status"] == "selected":
             chosen = next(c for c in valid if c["kind"] == pool_kind and c["step"] == res["step"])
             chosen = {"id": chosen["id"], "kind": chosen["kind"], "path": chosen["path"], "step": chosen["step"],
-                      "model_size": (chosen["model_size"] or {}).get("label")}
+                      "model_size": (chosen["model_size"] or {}).get("label"),
+                      **H.artifact_coverage(chosen["step"], metrics, attempts)}
         else:
             a.problem("blocking", "policy-no-step", f"declared policy {a.policy.text!r} chose nothing: {res['rationale']}")
         if res["status"] == "selected" and window and res["step"] > window["last_step"]:
@@ -420,6 +450,38 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                      "valid_candidates": sorted(c["id"] for c in valid), "table": res.get("table", []),
                      "metric_window": metric_window + (f" ({res['metric']})" if res.get("metric") else ""),
                      "chain_coverage": coverage}
+
+    # ---- behavioral break: --break-step / --break-time, else the diagnosis report's
+    brk = {"status": "none placed", "source": None, "step": break_step, "time": None, "kind": None, "evidence": None,
+           "last_clean_checkpoint": None}
+    if break_step is not None or break_time is not None:
+        brk.update(status="placed", source=" and ".join(filter(None, ["--break-step" if break_step is not None else "",
+                                                                       "--break-time" if break_time is not None else ""])),
+                   kind="declared by the operator",
+                   time=break_time.isoformat().replace("+00:00", "Z") if break_time else None)
+    elif diagnosis is not None:
+        found, why = H.diagnosis_break(diagnosis)
+        if why:
+            a.problem("warning", "diagnosis-break-unreadable", why)
+        if found:
+            brk.update(status="placed", **found)
+    if brk["status"] == "placed":
+        btime = _parse_time(brk["time"]) if brk["time"] else None
+        brk["last_clean_checkpoint"] = H.last_clean_checkpoint(
+            {"step": brk["step"], "time_epoch": btime.timestamp() if btime else None}, candidates, facts.metric_ts, metrics, attempts)
+        if brk["last_clean_checkpoint"]["status"] == "absent":
+            a.problem("warning", "no-pre-break-checkpoint", brk["last_clean_checkpoint"]["rationale"])
+
+    # ---- export provenance (the selected export, else the newest valid export)
+    ck_by_step = {c["step"]: c for c in candidates if c["kind"] == "checkpoint"}
+    prov_export = None
+    if selection["selected"] and selection["selected"]["kind"] == "export":
+        prov_export = next(c for c in exports if c["id"] == selection["selected"]["id"])
+    elif selection["selected"]:
+        prov_export = next((c for c in exports if c["step"] == selection["selected"]["step"]), None)
+    elif exports:
+        prov_export = max((c for c in exports if c["valid"]), key=lambda c: c["step"] or -1, default=exports[-1])
+    provenance = H.export_provenance(prov_export, ck_by_step, latest) if prov_export else None
 
     # ---- trials, publication
     trials = a.trials()
@@ -448,6 +510,51 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                 a.problem("blocking", "trace-export", f"trace export manifest: {te['detail']}")
     trace_export = publication["trace_export"] if publication else trace_manifest_check(find_trace_manifest(manifest_roots), mode != "standard")
 
+    # ---- trace preservation: the durable rebuild (--trace-root) and the monitor mirror (a sample)
+    trace_rebuild = None
+    if a.trace_root is not None:
+        if not a.trace_root.is_dir(a.trace_root.path):
+            a.problem("blocking", "trace-root-missing", f"--trace-root {a.trace_root.path} is not a directory")
+        else:
+            trace_rebuild = check_trace_root(a.trace_root)
+            codes = {"trace_tar": "trace-tar-absent", "sync_manifest": "trace-objects-skipped", "extracted_trace_jobs": "trace-jobs-not-extracted",
+                     "export_manifest": "trace-export-manifest-absent", "result_coverage": "trace-coverage-below-gate",
+                     "result_count": "trace-result-count-mismatch", "shard_names": "trace-shard-names", "stale_shards": "trace-stale-shards",
+                     "staged_shards": "trace-shards-not-staged"}
+            for chk in trace_rebuild["checks"]:
+                if chk["status"] == "pass":
+                    continue
+                code = codes[chk["check"]]
+                if chk["check"] == "sync_manifest" and chk["status"] == "absent":
+                    code = "trace-sync-manifest-absent"
+                severity = "warning" if chk["status"] in ("could not check",) or chk["check"] == "staged_shards" else "blocking"
+                a.problem(severity, code, f"trace rebuild: {chk['check']} {chk['status']}: {chk['detail']}"
+                          + (f" ({chk['path']})" if chk["path"] else ""))
+            if trace_rebuild["export_manifest"] and (publication is None or trace_export["status"] != "present"):
+                trace_export = {"status": "present", "path": trace_rebuild["export_manifest"],
+                                "result_coverage": trace_rebuild["result_coverage"],
+                                "passed": None if trace_rebuild["result_coverage"] is None else
+                                trace_rebuild["result_coverage"] >= trace_rebuild["coverage_gate"],
+                                "detail": next(c["detail"] for c in trace_rebuild["checks"] if c["check"] == "result_coverage")}
+    elif mode == "agentic":
+        a.problem("warning", "trace-rebuild-unchecked", "agentic run: no --trace-root, so the durable trace rebuild "
+                  "(tar, sync manifest objects_skipped, export coverage, staged shards) was not checked")
+    mirror = monitor_mirror(a.bundle, manifest)
+    if campaign.trace_dataset and publication is not None:
+        link = next((x for x in publication["artifacts"] if x["artifact"] == "training_traces_link" and x["status"] == "present"), None)
+        if link and not re.search(r"huggingface\.co/datasets/" + re.escape(campaign.trace_dataset) + r"(?![\w.\-])", link["detail"]):
+            a.problem("blocking", "trace-destination-mismatch",
+                      f"the model card's Training Traces link ({link['detail']}) is not the campaign's trace dataset {campaign.trace_dataset}")
+    if campaign.reclaimed and campaign.reclaim_authorized:
+        pending = [p for p in a.problems if p["severity"] == "blocking"] or publication is None
+        if pending:
+            a.problem("blocking", "reclaim-before-verification",
+                      "the campaign record reports reclaimed storage but the destinations are not verified: "
+                      + ", ".join(campaign.reclaimed)[:300])
+    if campaign.reclaimed and not campaign.reclaim_authorized:
+        a.problem("blocking", "reclaim-without-authority", "storage reported reclaimed without separate reclaim authority: "
+                  + ", ".join(campaign.reclaimed)[:300])
+
     # ---- inventory
     agentic = mode != "standard"
     inv = []
@@ -471,7 +578,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
          ", ".join(filter(None, [cfg.source, cfg.entrypoint_source])) or "no resolved config file and no manifest entrypoint")
     tstat = "not applicable" if not agentic else ("present" if trials["trials"] else "absent")
     item("trials (trace_jobs)", tstat, "standard run: no agent harness" if not agentic else
-         (f"{trials['trials']} trial dir(s), {trials['results']} result.json" if trials["trials"] else "no trace_jobs/ trial directories"), required=agentic)
+         (f"{trials['trials']} trial dir(s), {trials['results']} result.json" + (f" (monitor mirror: {mirror['status']}, not the source of record)" if mirror else "")
+          if trials["trials"] else "no trace_jobs/ trial directories"), required=agentic)
     vstat = "not applicable" if not agentic else ("present" if trials["verifier"] else "absent")
     item("verifier artifacts", vstat, "standard run: no verifier" if not agentic else f"{trials['verifier']} trial(s) with verifier/", required=agentic)
     item("trace export manifest", trace_export["status"], trace_export["detail"], required=agentic)
@@ -483,22 +591,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     if mode == "unknown":
         a.problem("blocking", "mode-unknown", "run cannot be classified: no resolved configuration")
 
-    # ---- resume safety
-    if budget_complete:
-        resume = {"status": "not needed", "detail": f"step budget complete ({last_step}/{budget})"}
-    elif latest is None:
-        resume = {"status": "unknown" if not ck_dirs else "unsafe",
-                  "detail": "no latest_ckpt_global_step.txt: a resume would start from step 0" if not ck_dirs
-                  else "checkpoints exist but the atomic latest marker is missing"}
-    else:
-        lc = next((c for c in candidates if c["kind"] == "checkpoint" and c["step"] == latest), None)
-        if lc is None:
-            resume = {"status": "unsafe", "detail": f"latest marker {latest} has no global_step_{latest}/"}
-        elif not lc["valid"]:
-            resume = {"status": "unsafe", "detail": f"resume_mode=latest would load the invalid checkpoint {lc['path']}"}
-        else:
-            resume = {"status": "safe", "detail": f"resume_mode=latest resumes from the valid checkpoint at step {latest}"
-                      + (f"; {budget - latest} step(s) of the budget remain" if budget is not None else "")}
+    # ---- resume safety (newest complete checkpoint: optimizer state present, step consistent)
+    resume = H.resume_assessment(budget_complete, last_step, budget, latest, ck_dirs, candidates, facts.saved_steps)
 
     # ---- preserved locations
     preserved = [{"what": "run directory", "path": str(run)}]
@@ -509,15 +603,20 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     if er is not None:
         preserved.append({"what": "exports", "path": str(er[1])})
     for loc in trials["locations"]:
-        preserved.append({"what": "trials", "path": loc["path"]})
+        sample = mirror is not None and loc["path"] == mirror["path"]
+        preserved.append({"what": f"trials (monitor mirror, {mirror['status']})" if sample else "trials", "path": loc["path"]})
     if published:
         preserved.append({"what": "published model (downloaded copy)", "path": str(published)})
+    if trace_root:
+        preserved.append({"what": "trace rebuild (source of record)", "path": str(trace_root)})
+    if campaign.tracker_url:
+        preserved.append({"what": "tracker URL (campaign record)", "path": redact(campaign.tracker_url)})
     trials_uri = (manifest or {}).get("trials_uri") if manifest else None
     if isinstance(trials_uri, str):
         preserved.append({"what": "remote trials (manifest trials_uri)", "path": redact(trials_uri)})
 
     # ---- file-access issues become problems
-    for root in [r for r in (a.run, a.bundle, a.export, a.published) if r is not None]:
+    for root in [r for r in (a.run, a.bundle, a.export, a.published, a.trace_root) if r is not None]:
         for iss in root.issues:
             sev = "blocking" if "outside" in iss["problem"] else "warning"
             a.problem(sev, "unsafe-path" if sev == "blocking" else "unreadable", f"{iss['path']}: {iss['problem']}")
@@ -533,6 +632,12 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         remaining.append("publication not verified: download the published model fresh and re-run with --published-dir")
     if mode == "agentic" and trace_export["status"] != "present":
         remaining.append("trace dataset export not verified (no trace_export_manifest.json)")
+    if mode == "agentic" and trace_rebuild is None:
+        remaining.append("check the durable trace rebuild: re-run with --trace-root <TRACE_ROOT>")
+    if mode == "agentic" and campaign.source is None:
+        remaining.append("name the campaign record (--campaign) for destinations, registration and reclaim authority")
+    if brk["status"] == "placed" and brk["last_clean_checkpoint"]["selected"] is None:
+        remaining.append("no checkpoint predates the behavioral break: decide whether any artifact is publishable")
     if not terminal:
         remaining.append("re-run the audit once the controller reports a terminal state")
 
@@ -546,7 +651,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                 "published_dir": str(published) if published else None,
                 "job_id": ((manifest or {}).get("job_id") if manifest else None)},
         "status": "blocked" if any(p["severity"] == "blocking" for p in problems) else "complete",
-        "mode": {"value": mode, "source": cfg.source or cfg.entrypoint_source, "evidence": mode_evidence},
+        "mode": {"value": mode, "source": cfg.source or cfg.entrypoint_source, "evidence": mode_evidence,
+                 "reason": mode_reason, "classifier": "rlhealth.mode.classify_mode"},
         "terminal_state": {"terminal": terminal, "outcome": outcome, "controller_state": ctrl["state"],
                            "controller_source": ctrl["source"], "last_step": last_step, "budget": budget,
                            "budget_source": budget_source, "budget_complete": budget_complete,
@@ -569,5 +675,14 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         "resume_safety": resume,
         "problems": problems,
         "remaining_work": remaining,
+        "behavioral_break": brk,
+        "export_provenance": provenance,
+        "trace_rebuild": trace_rebuild,
+        "monitor_mirror": mirror,
+        "campaign": {"source": campaign.source, "model_repo": campaign.model_repo, "trace_dataset": campaign.trace_dataset,
+                     "base_model": campaign.base_model, "registration_authorized": campaign.registration_authorized,
+                     "reclaim_authorized": campaign.reclaim_authorized},
     }
+    record["preservation_steps"] = H.preservation_steps(record, campaign, trace_rebuild) if mode == "agentic" else []
+    record["completion_record"] = H.completion_fields(record, campaign, trace_rebuild, record["preservation_steps"])
     return record

@@ -1,40 +1,34 @@
 """Attempt chain, training metrics, step budget, first causal errors and source revision from logs.
 
-Line formats: reference marin-artifacts §2 (WANDB_MIRROR, ``Training Step Progress: N / M``, the
-Iris attempt boundary ``task=<id>/0 | [iris setup] step 1/2``) and §5.4 (``[rl-iris] MarinSkyRL now
-at <sha>``). Lines in one log are in time order, so the first error of an attempt is its first
-error line (not the loudest); lines explicitly tagged TRACE/DEBUG/INFO/WARNING and the known benign
-passthroughs of §5.3 are not errors.
+The judgements are the diagnosis's own (one judgement, two commands):
+  * the first causal error of each attempt comes from the signature catalog
+    (``rules/signatures``) through ``probes.bundle.scan_log_file`` and
+    ``probes.bundle.first_errors_by_attempt``: earliest primary error, not the loudest; benign
+    noise and WARNING-tagged tracebacks never count;
+  * metrics are read by ``probes.parse.trainer`` in every serialization the diagnosis reads
+    (``WANDB_MIRROR`` JSON and the legacy python-dict blocks);
+  * attempts split at the diagnosis's Iris boundary extractor (``x_boundary``).
+What only the audit needs -- revisions per attempt, logged checkpoint saves, resume points -- is a
+second streaming pass over the same files (reference marin-artifacts §5.4, log-formats §8.3).
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhealth.audit.safefs import Root
+from rlhealth.probes.bundle import EXTRACTORS, first_errors_by_attempt, scan_log_file
+from rlhealth.probes.parse import trainer as tp
 from rlhealth.redact import redact
 
-BOUNDARY = re.compile(r"task=\S+/0(?::\d+)? \| \[iris setup\] step 1/2")
-WANDB = re.compile(r"WANDB_MIRROR\s+kind=(?P<kind>\S+)\s+step=(?P<step>\d+)\s+metrics=(?P<json>.*)$")
-PROGRESS = re.compile(r"Training Step Progress:\s*(\d+)\s*/\s*(\d+)")
+BOUNDARY = re.compile(EXTRACTORS["x_boundary"])
 REVISION = [
     ("log: [rl-iris] MarinSkyRL now at", re.compile(r"\[rl-iris\] MarinSkyRL now at ([0-9a-fA-F]{7,40})\b")),
     ("log: HEAD is now at", re.compile(r"\bHEAD is now at ([0-9a-fA-F]{7,40})\b")),
 ]
 SAVED = re.compile(r"Successfully saved checkpoint for global_step_(\d+)")
 RESUMED = re.compile(r"Resumed training from global_step (\d+)")
-TAGGED_BENIGN = re.compile(r"(?:\|\s*(?:TRACE|DEBUG|INFO|WARNING|SUCCESS)\s*\||\b(?:TRACE|DEBUG|INFO|WARNING) \d\d-\d\d \d\d:|\[[IW]\d{4} )")
-BENIGN = re.compile(r"AgentTimeoutError|ContextLengthExceededError|load_pretrained_with_retry|"
-                    r"does not appear to have a file named model\.safetensors|Could not find libnccl-net\.so|"
-                    r"Unknown vLLM environment variable|opCount dead")
-TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
-ERROR = re.compile(r"(?:^|[\s:\]|])(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b:|CUDA out of memory|Fatal Python error|"
-                   r"\bOOMKilled\b|Watchdog caught collective operation timeout|\|\s*(?:ERROR|CRITICAL)\s*\||"
-                   r"\bERROR\b|terminate called after throwing|\bSIGABRT\b|\bSIGKILL\b")
-PREFIX = re.compile(r"^(?:\([^)]*\)\s*)?(?:\[rank\d+\]:\s*)?")
-EXC_LINE = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b(?::.*)?$")
 MAX_TEXT = 500
 
 
@@ -53,7 +47,6 @@ class Attempt:
     max_step: int | None = None
     steps_at_start: int | None = None  # highest metric step seen before this attempt began
     resumed_from: int | None = None
-    _pending_tb: dict | None = None
 
     def as_dict(self, budget: int | None) -> dict:
         redundant = budget is not None and self.steps_at_start is not None and self.steps_at_start >= budget
@@ -68,6 +61,8 @@ class LogFacts:
     attempts: list[Attempt] = field(default_factory=list)
     metrics: dict[int, dict] = field(default_factory=dict)  # step -> metrics (first occurrence wins)
     metric_source: dict[int, str] = field(default_factory=dict)
+    metric_ts: dict[int, float | None] = field(default_factory=dict)
+    serializations: dict[str, int] = field(default_factory=dict)  # wandb-json / python-dict -> steps
     malformed: int = 0
     duplicate_steps: int = 0
     progress: tuple[int, int] | None = None
@@ -76,91 +71,79 @@ class LogFacts:
     saved_steps: set[int] = field(default_factory=set)
 
 
-def _is_error(line: str) -> bool:
-    if TAGGED_BENIGN.search(line) or BENIGN.search(line):
-        return False
-    return bool(TRACEBACK.search(line) or ERROR.search(line))
-
-
 def scan_logs(root_files: list[tuple[Root, Path, bool]]) -> LogFacts:
     """``root_files``: (root, path, split_by_boundary) in chronological order. A file that is not
     split is one attempt (an HPC chain link); a split file starts a new attempt at each boundary."""
     facts = LogFacts()
     for root, path, split in root_files:
         src = root.display(path)
+        real = root.resolve(path)
+        if real is None:
+            continue
         facts.files.append(src)
-        cur: Attempt | None = None
-        for n, line in root.lines(path):
-            if cur is None or (split and BOUNDARY.search(line) and cur.start_line != n):
-                if cur is not None:
-                    _close(cur)
-                    cur.end_line = n - 1
-                cur = Attempt(len(facts.attempts), src, n,
-                              steps_at_start=max(facts.metrics) if facts.metrics else None)
-                facts.attempts.append(cur)
-            cur.end_line = n
-            _scan_line(facts, cur, src, n, line)
-        if cur is not None:
-            _close(cur)
+        file_attempts = _chain_pass(facts, root, path, src, split)
+        _catalog_pass(facts, real, src, split, file_attempts)
+    high = None
+    for a in facts.attempts:  # chronological: steps already logged when each attempt began
+        a.steps_at_start = high
+        if a.max_step is not None:
+            high = a.max_step if high is None else max(high, a.max_step)
     return facts
 
 
-def _close(a: Attempt) -> None:
-    if a._pending_tb is not None and a.first_error is None:
-        a.first_error = a._pending_tb
-    a._pending_tb = None
-
-
-def _scan_line(facts: LogFacts, a: Attempt, src: str, n: int, line: str) -> None:
-    if "WANDB_MIRROR" in line:
-        m = WANDB.search(line)
-        if m and m["kind"] == "train":
-            step = int(m["step"])
-            try:
-                payload = json.loads(m["json"].strip())
-                if not isinstance(payload, dict):
-                    raise ValueError
-            except ValueError:
-                facts.malformed += 1
-            else:
-                payload.setdefault("trainer/global_step", step)
-                if step in facts.metrics:
-                    facts.duplicate_steps += 1
-                else:
-                    facts.metrics[step] = payload
-                    facts.metric_source[step] = f"{src}:{n}"
-                a.max_step = step if a.max_step is None else max(a.max_step, step)
-        return
-    m = PROGRESS.search(line)
-    if m:
-        facts.progress = (int(m[1]), int(m[2]))
-        facts.progress_quote = {"source": src, "line": n, "text": quote(line)}
-    for label, rx in REVISION:
-        m = rx.search(line)
+def _chain_pass(facts: LogFacts, root: Root, path: Path, src: str, split: bool) -> list[Attempt]:
+    made: list[Attempt] = []
+    cur: Attempt | None = None
+    for n, line in root.lines(path):
+        if cur is None or (split and BOUNDARY.search(line) and cur.start_line != n):
+            if cur is not None:
+                cur.end_line = n - 1
+            cur = Attempt(len(facts.attempts), src, n)
+            facts.attempts.append(cur)
+            made.append(cur)
+        cur.end_line = n
+        sp = tp.parse_step_progress(line) if "Training Step Progress" in line else None
+        if sp is not None:
+            facts.progress = sp
+            facts.progress_quote = {"source": src, "line": n, "text": quote(line)}
+        for label, rx in REVISION:
+            m = rx.search(line)
+            if m:
+                facts.revisions.append({"source": f"{src}:{n}", "kind": label, "value": m[1].lower(), "attempt": cur.index})
+        m = SAVED.search(line)
         if m:
-            facts.revisions.append({"source": f"{src}:{n}", "kind": label, "value": m[1].lower(), "attempt": a.index})
-    m = SAVED.search(line)
-    if m:
-        facts.saved_steps.add(int(m[1]))
-    m = RESUMED.search(line)
-    if m and a.resumed_from is None:
-        a.resumed_from = int(m[1])
-    # first causal error of the attempt
-    if a.first_error is not None:
-        return
-    stripped = PREFIX.sub("", line).strip()
-    if a._pending_tb is not None:
-        if EXC_LINE.match(stripped):
-            tb = a._pending_tb
-            a.first_error = {"source": src, "line": n, "text": quote(stripped),
-                             "traceback_line": tb["line"]}
-            a._pending_tb = None
-        elif n - a._pending_tb["line"] > 400:
-            _close(a)
-        return
-    if not _is_error(line):
-        return
-    if TRACEBACK.search(line):
-        a._pending_tb = {"source": src, "line": n, "text": quote(line)}
-    else:
-        a.first_error = {"source": src, "line": n, "text": quote(line)}
+            facts.saved_steps.add(int(m[1]))
+        m = RESUMED.search(line)
+        if m and cur.resumed_from is None:
+            cur.resumed_from = int(m[1])
+    return made
+
+
+def _attempt_at(attempts: list[Attempt], line: int) -> Attempt | None:
+    for a in attempts:
+        if a.start_line <= line <= a.end_line:
+            return a
+    return attempts[-1] if attempts else None
+
+
+def _catalog_pass(facts: LogFacts, real: Path, src: str, split: bool, attempts: list[Attempt]) -> None:
+    read = scan_log_file(real, src, attempt=attempts[0].index if attempts else 0, split_at_boundaries=split)
+    facts.malformed += read.malformed_metric_lines
+    for rec in sorted(read.metric_records, key=lambda r: r.line):
+        a = _attempt_at(attempts, rec.line)
+        if a is not None:
+            a.max_step = rec.step if a.max_step is None else max(a.max_step, rec.step)
+        if rec.step in facts.metrics:
+            facts.duplicate_steps += 1
+            continue
+        facts.metrics[rec.step] = dict(rec.metrics)
+        facts.metric_source[rec.step] = f"{src}:{rec.line}"
+        facts.metric_ts[rec.step] = rec.ts
+        facts.serializations[rec.serialization] = facts.serializations.get(rec.serialization, 0) + 1
+    for occ, sig_id, transient in first_errors_by_attempt(read.signatures).values():
+        a = _attempt_at(attempts, occ.line)
+        if a is None or (a.first_error is not None and a.first_error["line"] <= occ.line):
+            continue
+        sig = read.signatures[sig_id].signature
+        a.first_error = {"source": src, "line": occ.line, "text": quote(occ.text), "signature": sig_id,
+                         "severity": sig.severity, "family": sig.family, "transient": bool(transient)}

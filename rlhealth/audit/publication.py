@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from rlhealth.audit.knowledge import threshold
 from rlhealth.audit.safefs import Root
 from rlhealth.audit.weights import config_and_tokenizer, validate_weights
 from rlhealth.redact import redact, scan
@@ -16,7 +17,7 @@ from rlhealth.redact import redact, scan
 TRACES_LINK = re.compile(r"^##\s+Training Traces\s*$.*?https://huggingface\.co/datasets/[\w.\-]+/[\w.\-]+", re.M | re.S)
 SCAN_LIMIT = 256 << 20
 SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".parquet", ".arrow", ".gz", ".tar", ".zip")
-MIN_COVERAGE = 0.95
+
 
 
 def _artifact(name, status, detail):
@@ -84,9 +85,10 @@ def trace_manifest_check(found: tuple[Root, Path] | None, required: bool) -> dic
     if isinstance(cov, bool) or not isinstance(cov, (int, float)):
         return {"status": "present", "path": root.display(p), "result_coverage": None, "passed": False,
                 "detail": "result_coverage missing or not a number"}
-    ok = cov >= MIN_COVERAGE
+    gate = threshold("trace_min_result_coverage_ratio")
+    ok = cov >= gate
     return {"status": "present", "path": root.display(p), "result_coverage": cov, "passed": ok,
-            "detail": f"result_coverage {cov:.4g} {'>=' if ok else '<'} {MIN_COVERAGE}"}
+            "detail": f"result_coverage {cov:.4g} {'>=' if ok else '<'} {gate} gate"}
 
 
 def verify_published(root: Root, mode: str, extra_manifest_roots: list[tuple[Root, Path]]) -> dict:

@@ -2,7 +2,6 @@
 candidates, selection, publication, record schema, read-only guarantee, exit codes."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -107,6 +106,8 @@ def test_failed_attempt_first_cause_and_redundant_tail(tmp_path, B, cli):
     assert "Watchdog" not in cause["text"]  # the first error, not the loudest
     assert B.FAKE_HF not in json.dumps(rec) and "<redacted:huggingface_token>" in cause["text"]
     assert "AssertionError" in rec["attempts"][2]["first_error"]["text"]
+    # the judgement is the diagnosis's: a catalog signature, earliest primary error of the attempt
+    assert cause["signature"] == rec["attempts"][0]["first_error"]["signature"] == "python_traceback"
     assert rec["attempts"][1]["resumed_from"] == 40
     assert rec["metrics"]["repeated_steps"] == 10 and rec["metrics"]["missing_count"] == 0
     assert code == 0, rec["problems"]
@@ -239,29 +240,15 @@ def test_bad_inputs_reported_not_crashing(tmp_path, B, cli, schema):
     assert any("not a regular file" in p["message"] for p in rec["problems"])
 
 
-def _snapshot(root):
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for n in sorted(dns + fns):
-            p = os.path.join(dp, n)
-            st = os.lstat(p)
-            digest = None
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, root)] = (st.st_mode, st.st_size, st.st_mtime_ns, digest)
-    return out
-
-
 def test_audit_writes_nothing(tmp_path, B, cli):
     root = tmp_path / "tree"
     run, bundle = B.make_run(root, mode="agentic", fail_at=30, tail_attempt_error=True)
     pub = B.make_published(root / "pub", secrets=True)
-    before = _snapshot(tmp_path)
+    before = B.snapshot(tmp_path)
     for fmt in ("json", "markdown"):
         for pol in ([], ["--policy", "ema-reward:alpha=1/3"]):
             cli(run, "--bundle", bundle, "--published-dir", pub, "--export-dir", run / "exports", *pol, fmt=fmt)
-    assert _snapshot(tmp_path) == before
+    assert B.snapshot(tmp_path) == before
 
 
 def test_deterministic_output(std_run, cli):
@@ -316,7 +303,7 @@ def test_agentic_from_resolved_config_file_alone(tmp_path, cli):
     (run / "resolved_config.yaml").write_text("trainer:\n  max_steps: 2\ngenerator:\n  harbor:\n    n_concurrent_trials: 8\n")
     (run / "finelog.log").write_text('WANDB_MIRROR kind=train step=2 metrics={"reward/avg_raw_reward": 1}\n')
     code, rec, _ = cli(run)
-    assert rec["mode"]["value"] == "agentic" and rec["mode"]["evidence"] == ["generator.harbor.n_concurrent_trials"]
+    assert rec["mode"]["value"] == "agentic" and rec["mode"]["evidence"] == ["generator.harbor"]
     (run / "resolved_config.yaml").write_text("trainer:\n  max_steps: 2\n  run_name: harbor-terminal_bench-daytona\n")
     code, rec, _ = cli(run)
     assert rec["mode"]["value"] == "standard"  # values (the run name) never classify

@@ -1107,13 +1107,14 @@ def unreadable_results_bad_polls(b_root):
 
 
 # ----------------------------------------------------------------------------------------------- driver
-def build(names=None) -> list[str]:
+def build(names=None, root: Path = HERE) -> list[str]:
+    """Write the incidents (bundle + expected.yaml) under ``root`` (default: this directory)."""
     built = []
     for name, fn in INCIDENTS.items():
         if names and name not in names:
             continue
         inc_id = f"2026-08-01_{'jsc-jupiter' if 'jupiter' in name or 'slurm' in name else 'cw-us-east-02a'}_{name.replace('_', '-')}"
-        d = HERE / inc_id
+        d = root / inc_id
         if (d / "bundle").exists():
             shutil.rmtree(d / "bundle")
         expected = fn(d / "bundle")

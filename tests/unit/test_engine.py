@@ -1,58 +1,115 @@
-"""The durable-rules adapter: isolation between runs, unique facts, errors become ERROR."""
+"""The durable-rules adapter: forward chaining by strata, negation, references, isolation, errors."""
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from rlhealth.catalog import RuleSpec, load_catalog
+from rlhealth.catalog import RuleSpec, stratify
 from rlhealth.cli import parse_now
 from rlhealth.diagnose import diagnose
 from rlhealth.engine import EngineError, compile_condition, run_rules
-from rlhealth.facts import make_fact
+from rlhealth.facts import GateSlot, TrainerMeasured
 
 from corpus import incident_dirs, load_expected, rlhealth_argv
 
-THR = {"x": 5.0}
+THR = {"x": 5.0, "factor": 3.0}
 
 
-def rule(**kw):
-    base = dict(id="liveness.t", gate="liveness", status="FAIL", when={"m": {"kind": "k", "v": {"gt": "$thr.x"}}},
-                finding="v={{ m.v }}")
+def trainer(fact_id="trainer", age=9.0, median=None, steps=2):
+    return TrainerMeasured(fact_id=fact_id, trainer_lines=1, metric_records=1, malformed_records=0,
+                           steps_completed=steps, progress_age_s=age, median_step_s=median)
+
+
+def staged(rules):
+    levels, errors = stratify(rules)
+    assert not errors
+    return [r.model_copy(update={"level": levels[r.id]}) for r in rules]
+
+
+def finding_rule(**kw):
+    base = dict(id="liveness.t", description="test", gate="liveness", status="FAIL",
+                when={"m": {"kind": "trainer", "progress_age_s": {"gt": "$thr.x"}}}, finding="age={{ m.progress_age_s }}")
     base.update(kw)
     return RuleSpec(**base)
 
 
-def test_condition_compiles_thresholds_lists_and_exists():
-    cond = compile_condition({"kind": "k", "sev": ["a", "b"], "n": {"gte": "$thr.x"}, "c": {"exists": False}}, THR)
-    assert cond == {"$and": [{"kind": "k"}, {"$or": [{"sev": "a"}, {"sev": "b"}]}, {"$gte": {"n": 5.0}}, {"$nex": {"c": 1}}]}
+def conclusion_rule(**kw):
+    base = dict(id="c.frozen", description="test", derive="conclusion", conclude="frozen", statement="frozen {{ t.id }}",
+                when={"t": {"kind": "trainer", "progress_age_s": {"gt": {"mul": ["$.median_step_s", "$thr.factor"]}}}},
+                set={"age_s": "t.progress_age_s"})
+    base.update(kw)
+    return RuleSpec(**base)
+
+
+def test_condition_compiles_thresholds_lists_exists_references_and_arithmetic():
+    cond = compile_condition({"kind": "k", "sev": ["a", "b"], "n": {"gte": "$thr.x"}, "c": {"exists": False},
+                              "d": {"lt": "@other.v"}, "e": {"gt": {"mul": ["$.f", "$thr.factor"]}},
+                              "g": {"all": [{"gt": 1}, {"gt": "$.h"}]}, "s": "$set.names"}, THR, {"names": ["p", "q"]})
+    assert cond == {"$and": [{"kind": "k"}, {"$or": [{"sev": "a"}, {"sev": "b"}]}, {"$gte": {"n": 5.0}},
+                             {"$nex": {"c": 1}}, {"$lt": {"d": {"other": "v"}}},
+                             {"$gt": {"e": {"$mul": {"$l": {"$m": "f"}, "$r": 3.0}}}},
+                             {"$gt": {"g": 1}}, {"$gt": {"g": {"$m": "h"}}}, {"$or": [{"s": "p"}, {"s": "q"}]},
+                             {"$ex": {"f": 1}}, {"$ex": {"h": 1}}]}
 
 
 def test_rule_fires_only_on_matching_fact_and_traces_it():
-    facts = [make_fact("k", "a", v=9), make_fact("k", "b", v=1), make_fact("other", "c", v=100)]
-    result = run_rules([rule()], facts, THR)
-    assert [f.finding for f in result.findings] == ["v=9"]
+    result = run_rules(staged([finding_rule()]), [trainer("a", age=9), trainer("b", age=1)], THR)
+    assert [d.fields["finding"] for d in result.derived] == ["age=9.0"]
     assert result.fired == [{"rule": "liveness.t", "facts": ["a"]}]
+    assert result.derived[0].derived_from == ("a",)
 
 
-def test_two_runs_in_one_process_are_isolated():
-    first = run_rules([rule()], [make_fact("k", "a", v=9)], THR)
-    second = run_rules([rule()], [make_fact("k", "a", v=1)], THR)
-    assert len(first.findings) == 1 and second.findings == []
+def test_a_conclusion_chains_into_a_later_rule_and_unless_sees_complete_inputs():
+    uses = finding_rule(id="liveness.uses", when={"c": {"kind": "conclusion", "name": "frozen"}}, finding="frozen for {{ c.age_s }}")
+    absent = finding_rule(id="liveness.absent", status="PASS", when={"t": {"kind": "trainer"}},
+                          unless={"c": {"kind": "conclusion", "name": "frozen"}}, finding="not frozen")
+    rules = staged([uses, absent, conclusion_rule()])
+    assert {r.id: r.level for r in rules} == {"c.frozen": 1, "liveness.uses": 2, "liveness.absent": 2}
+    frozen = run_rules(rules, [trainer(age=100, median=10)], THR)
+    assert sorted(d.rule for d in frozen.derived) == ["c.frozen", "liveness.uses"]
+    chained = next(d for d in frozen.derived if d.rule == "liveness.uses")
+    assert chained.fields["finding"] == "frozen for 100.0" and chained.derived_from[0].startswith("c.frozen#")
+    fresh = run_rules(rules, [trainer(age=10, median=10)], THR)
+    assert [d.rule for d in fresh.derived] == ["liveness.absent"]
+
+
+def test_a_missing_field_never_matches_a_comparison():
+    result = run_rules(staged([conclusion_rule()]), [trainer(age=100, median=None)], THR)
+    assert result.derived == []
+
+
+def test_negation_with_any_of_and_a_reference_is_compiled_so_it_works():
+    """durable-rules never matches an $or inside a negation that refers to another alias."""
+    facts = [GateSlot(fact_id="s1", gate="liveness"), GateSlot(fact_id="s2", gate="resources")]
+    made = [finding_rule(id=f"x.{g}{o}", gate=g, order=o, when={"g": {"kind": "gate_slot", "gate": g}}, finding=f"{g} {o}")
+            for g, o in (("liveness", 20), ("resources", 10))]
+    best = RuleSpec(id="v.best", description="test", derive="conclusion", conclude="best", statement="{{ s.finding }}",
+                    when={"s": {"kind": "finding", "gate": ["liveness", "resources"]}},
+                    unless={"b": {"kind": "finding", "gate": ["liveness", "resources"], "order": {"lt": "@s.order"}}})
+    result = run_rules(staged(made + [best]), facts, THR)
+    assert [d.statement for d in result.derived if d.kind == "conclusion"] == ["resources 10"]
+
+
+def test_one_conclusion_from_several_rules_is_asserted_once_with_every_support():
+    second = conclusion_rule(id="c.frozen_too", when={"t": {"kind": "trainer", "progress_age_s": {"gt": "$thr.x"}}},
+                             statement="also frozen")
+    uses = finding_rule(id="liveness.uses", when={"c": {"kind": "conclusion", "name": "frozen"}}, finding="frozen")
+    result = run_rules(staged([conclusion_rule(), second, uses]), [trainer(age=100, median=10)], THR)
+    assert [d.rule for d in result.derived if d.kind == "finding"] == ["liveness.uses"]
+    (conclusion_id, supports), = result.also.items()
+    assert supports[0]["from"] == ["trainer"]
 
 
 def test_duplicate_fact_ids_are_refused():
     with pytest.raises(EngineError, match="duplicate fact id"):
-        run_rules([rule()], [make_fact("k", "a", v=9), make_fact("k", "a", v=8)], THR)
+        run_rules(staged([finding_rule()]), [trainer("a", age=9), trainer("a", age=8)], THR)
 
 
 def test_action_exception_becomes_engine_error():
-    broken = rule(finding="{{ m.no_such_field }}")
     with pytest.raises(EngineError, match="liveness.t"):
-        run_rules([broken], [make_fact("k", "a", v=9)], THR)
+        run_rules(staged([finding_rule(finding="{{ m.no_such_field }}")]), [trainer(age=9)], THR)
 
 
 def test_unknown_operator_is_an_engine_error():
@@ -94,5 +151,19 @@ def test_runs_leave_no_threads_behind():
     import threading
     before = threading.active_count()
     for _ in range(20):
-        run_rules([rule()], [make_fact("k", "a", v=9)], THR)
+        run_rules(staged([finding_rule()]), [trainer(age=9)], THR)
     assert threading.active_count() <= before
+
+
+def test_durable_internals_this_adapter_relies_on():
+    """The adapter uses private durable-rules 2.0.28 internals (see rlhealth/engine.py): fail loudly if they move."""
+    from importlib.metadata import version
+
+    import durable_rules_engine
+    from durable import engine as durable_engine
+    assert version("durable_rules") == "2.0.28"
+    assert callable(getattr(durable_engine.Host, "_run")) and callable(durable_rules_engine.delete_ruleset)
+    host = durable_engine.Host()   # starts the timer threads this adapter avoids; harmless in a test
+    assert hasattr(host, "_ruleset_list") and hasattr(host, "_ruleset_directory")
+    closure = durable_engine.Closure(host, None, {"sid": "0"}, {"a": {"id": "x"}}, 0)
+    assert closure._m == {"a": {"id": "x"}}

@@ -1,0 +1,80 @@
+"""What observers share: the Observation being filled, and small measurement helpers."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlhealth.catalog import Catalog
+from rlhealth.facts import Evidence, Fact, Occurrence
+from rlhealth.probes.bundle import BundleRead
+from rlhealth.probes.textio import quote
+
+
+@dataclass
+class Observation:
+    """All measurement facts of one diagnosis plus the context the report needs."""
+    read: BundleRead
+    catalog: Catalog
+    now: float
+    facts: list[Fact] = field(default_factory=list)
+    job: dict[str, Any] = field(default_factory=dict)
+    """The job measurement as a dict (identity and configuration for the report)."""
+    records: dict[int, Any] = field(default_factory=dict)
+    """Metric records by step (first occurrence of a step wins across the chain)."""
+    last_progress: Occurrence | None = None
+    duty_cycle: dict[str, Any] | None = None
+    phase_table: list[dict[str, Any]] = field(default_factory=list)
+    metric_window: dict[str, Any] | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    max_retries: int | None = None
+    first_error: Evidence | None = None
+
+    @property
+    def param(self) -> dict[str, float]:
+        """Measurement parameters and thresholds (rules/thresholds.yaml)."""
+        return self.catalog.thresholds
+
+    @property
+    def evidence_time(self) -> float:
+        return self.read.newest_evidence or self.now
+
+    def add(self, fact: Fact) -> Fact:
+        self.facts.append(fact)
+        return fact
+
+
+def ev(occ: Occurrence | None) -> list[Evidence]:
+    if occ is None:
+        return []
+    return [Evidence(source=occ.source, line=occ.line, text=quote(occ.text))]
+
+
+def summary(source: str, text: str) -> Evidence:
+    """A restatement of several lines or a record: labelled as a summary, no line number."""
+    return Evidence(source=source, text=quote(text), summary=True)
+
+
+def finite(values) -> list[float]:
+    return [v for v in values if v is not None and not (isinstance(v, float) and (math.isnan(v) or math.isinf(v)))]
+
+
+def median(values) -> float | None:
+    values = finite(values)
+    return statistics.median(values) if values else None
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    values = sorted(finite(values))
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, int(q * len(values))))]
+
+
+def rounded(value: float | None, digits: int = 1) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+def capture_rel(read: BundleRead) -> str:
+    return read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else ""

@@ -1,0 +1,168 @@
+"""job: identity, controller state, evidence ages, mode and launch configuration."""
+from __future__ import annotations
+
+import json
+import re
+
+from rlhealth.facts import Evidence, JobMeasured
+from rlhealth.mode import classify_mode
+from rlhealth.observers.base import Observation, rounded
+from rlhealth.observers.signatures import current_attempt
+from rlhealth.probes.bundle import BundleRead
+from rlhealth.probes.parse.timestamps import iso
+from rlhealth.probes.parse.vllm import eager_from_config
+from rlhealth.probes.textio import quote
+
+MODEL_PATH_RE = re.compile(r"(?:model_path|model\.path|--model|pretrain|model_name)[\"']?\s*[=: ]\s*[\"']?([A-Za-z0-9_./-]+)")
+PARAMS_RE = re.compile(r"(\d+(?:\.\d+)?)[Bb](?:-A(\d+(?:\.\d+)?)[Bb])?\b")
+GPU_RE = re.compile(r"\b(H100|H200|GH200|B200|GB200|A100)\b")
+GPU_NAMES = {"H100": "H100-80GB-SXM", "H200": "H200-141GB", "GH200": "GH200-96GB", "B200": "B200-180GB",
+             "GB200": "GB200-186GB", "A100": "A100-80GB"}
+INT_SETTING = "{key}[\"']?\\s*[=:]\\s*[\"']?(\\d+)"
+STATE_ALIASES = {"terminated": "killed", "worker failed": "worker_failed", "awaiting placement": "pending",
+                 "completed": "succeeded", "timeout": "failed", "cancelled": "killed", "unknown": None}
+
+
+def config_text(read: BundleRead) -> tuple[str, str]:
+    """(launch configuration text, where it came from)."""
+    texts, sources = [], []
+    if read.job_info and read.job_info.get("resolved_config"):
+        texts.append(json.dumps(read.job_info["resolved_config"], sort_keys=True))
+        sources.append("capture job.json resolved_config")
+    job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
+    if isinstance(job, dict) and job.get("entrypoint"):
+        texts.append(str(job["entrypoint"]))
+        sources.append("manifest.json job.entrypoint")
+    pod_args = pod_launch_args(read)
+    if pod_args and not texts:
+        texts.append(pod_args)
+        sources.append("pods.json container command/args")
+    return "\n".join(texts), " + ".join(sources)
+
+
+def launch_text(read: BundleRead) -> str:
+    """The launch command as written: manifest job.entrypoint, else the task containers' args."""
+    job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
+    if isinstance(job, dict) and job.get("entrypoint"):
+        return str(job["entrypoint"])
+    return pod_launch_args(read)
+
+
+def pod_launch_args(read: BundleRead) -> str:
+    """The task containers' command, args and env values as the API returned them."""
+    items = read.pods.get("items") if isinstance(read.pods, dict) else None
+    parts: list[str] = []
+    for pod in items if isinstance(items, list) else []:
+        spec = pod.get("spec") if isinstance(pod, dict) else None
+        for container in (spec or {}).get("containers") or []:
+            if not isinstance(container, dict):
+                continue
+            parts += [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+            parts += [str(e.get("value")) for e in container.get("env") or [] if isinstance(e, dict) and e.get("value")]
+    return " ".join(parts)
+
+
+def controller_state(read: BundleRead) -> tuple[str | None, str, Evidence | None]:
+    """(state, where it came from, the quoted evidence); the newer of capture and manifest wins."""
+    cap_state = read.state.get("state") if isinstance(read.state, dict) else None
+    man_job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
+    man_state = man_job.get("state") if isinstance(man_job, dict) else None
+    if isinstance(man_state, str):
+        man_state = man_state.strip().lower()
+        man_state = STATE_ALIASES.get(man_state, man_state)
+    cap_rel = read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else None
+    cap_newer = read.captured_at is not None and (read.synced_at is None or read.captured_at >= read.synced_at)
+    if cap_state and (cap_newer or not man_state):
+        return cap_state, "capture", Evidence(source=f"{cap_rel}/state.json", text=quote(f'"state": "{cap_state}"'))
+    if man_state:
+        return man_state, "manifest", Evidence(source="manifest.json", text=quote(f'"job": {{"state": "{man_state}"}}'))
+    return None, "none", None
+
+
+def _mode(read: BundleRead, source: str, mode_override: str | None) -> tuple[str | None, str]:
+    """Mode by the structure of the launch configuration (rlhealth.mode), else from the launch log."""
+    if mode_override:
+        return mode_override, "--mode"
+    if read.job_info and read.job_info.get("mode_hint") in ("agentic", "standard"):
+        return read.job_info["mode_hint"], "capture job.json mode_hint"
+    resolved = (read.job_info or {}).get("resolved_config")
+    mode, why = classify_mode(resolved if isinstance(resolved, dict) else None, launch_text(read) or None)
+    if mode != "unknown":
+        return mode, f"{why} ({source})"
+    if read.generator_init is not None:
+        return "agentic", f"launch log {read.generator_init.source}:{read.generator_init.line}"
+    if read.metric_records and min(r.step for r in read.metric_records) <= 1 and read.source_rev is not None:
+        return "standard", (f"launch log {read.source_rev.source}: the trainer started "
+                            f"({read.source_rev.text[-40:].strip()}) and stepped without initializing an "
+                            "agent-harness generator")
+    return None, "undetermined"
+
+
+def observe(obs: Observation, *, max_age_s: float, mode_override: str | None) -> None:
+    read = obs.read
+    manifest = read.manifest if isinstance(read.manifest, dict) else {}
+    capture = read.capture if isinstance(read.capture, dict) else {}
+    state, state_source, state_ev = controller_state(read)
+    pods_listed = None
+    if isinstance(read.pods, dict) and isinstance(read.pods.get("items"), list):
+        pods_listed = len(read.pods["items"])
+    newest = read.newest_evidence
+    text, source = config_text(read)
+    mode, mode_source = _mode(read, source, mode_override)
+    info = read.job_info or {}
+    model = info.get("model") or {}
+    hardware = info.get("hardware") or {}
+    placement = info.get("placement") or {}
+    active_b, model_name, model_source = model.get("active_params_b"), model.get("name"), model.get("source")
+    if active_b is None and text:
+        m = MODEL_PATH_RE.search(text)
+        if m:
+            model_name = m.group(1)
+            p = PARAMS_RE.search(model_name)
+            if p:
+                active_b = float(p.group(2) or p.group(1))
+                model_source = f"model path in {source}"
+    gpu, gpu_source = hardware.get("gpu"), ("capture job.json hardware.gpu" if hardware.get("gpu") else None)
+    if gpu is None and text:
+        g = GPU_RE.search(text)
+        if g:
+            gpu, gpu_source = GPU_NAMES.get(g.group(1)), source
+
+    def setting(key: str) -> int | None:
+        if placement.get(key) is not None:
+            return int(placement[key])
+        m = re.search(INT_SETTING.format(key=key), text)
+        return int(m.group(1)) if m else None
+
+    n_trials = setting("n_concurrent_trials")
+    if n_trials is None and read.generator_init is not None:
+        m = re.search(r"Concurrent trials: (\d+)", read.generator_init.text)
+        n_trials = int(m.group(1)) if m else None
+    eager = eager_from_config(text) if text else None
+    eager_source = source if eager is not None else None
+    if eager is None and read.eager_lines:
+        value, occ = read.eager_lines[-1]
+        eager, eager_source = value, f"{occ.source}:{occ.line}"
+    evidence = [state_ev] if state_ev else []
+    if read.capture_dir is not None:
+        cap_rel = read.capture_dir.relative_to(read.root).as_posix()
+        evidence.append(Evidence(source=f"{cap_rel}/capture.json", text=quote(f'"captured_at": "{iso(read.captured_at)}"')))
+    if read.synced_at is not None:
+        evidence.append(Evidence(source="manifest.json", text=quote(f'"synced_at": "{manifest.get("synced_at")}"')))
+    fact = JobMeasured(
+        fact_id="job", evidence=tuple(evidence),
+        job_id=str(capture.get("job_id") or manifest.get("job_id") or read.root.name),
+        cluster=str(capture.get("cluster") or manifest.get("cluster") or "unknown"),
+        backend=str(capture.get("backend") or ("slurm" if read.layout == "jupiter" else "iris")),
+        layout=read.layout, state=state, state_source=state_source,
+        evidence_age_s=rounded(max(0.0, obs.now - newest)) if newest is not None else None,
+        evidence_time=iso(newest), max_age_s=max_age_s,
+        capture_age_s=rounded(obs.now - read.captured_at) if read.captured_at is not None and read.capture_dir else None,
+        has_manifest=read.manifest is not None, has_capture=read.capture_dir is not None, pods_listed=pods_listed,
+        gpu_poll_rows=len(read.gpu_polls), stack_samples=len(read.stacks), log_files=len(read.log_files),
+        mode=mode, mode_source=mode_source, model_name=model_name, model_source=model_source,
+        active_params_b=active_b, gpu=gpu, gpu_source=gpu_source, n_concurrent_trials=n_trials,
+        max_num_seqs=setting("max_num_seqs"), num_inference_engines=setting("num_inference_engines"),
+        enforce_eager=eager, enforce_eager_source=eager_source, current_attempt=current_attempt(obs))
+    obs.add(fact)
+    obs.job = fact.model_dump()

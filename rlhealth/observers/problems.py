@@ -1,0 +1,13 @@
+"""problem: evidence that should exist but could not be read or parsed."""
+from __future__ import annotations
+
+from rlhealth.facts import Evidence, ProblemMeasured
+from rlhealth.observers.base import Observation
+from rlhealth.probes.textio import quote
+
+
+def observe(obs: Observation) -> None:
+    for i, problem in enumerate(obs.read.problems):
+        obs.add(ProblemMeasured(fact_id=f"problem:{i}", source=problem.source, reason=problem.reason,
+                                gate=problem.gate,
+                                evidence=(Evidence(source=problem.source, text=quote(problem.reason), summary=True),)))

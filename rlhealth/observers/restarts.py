@@ -1,0 +1,105 @@
+"""restarts: the attempts of the job, each one's first causal error, and the retry budget."""
+from __future__ import annotations
+
+import re
+
+from rlhealth.facts import Evidence, RestartsMeasured
+from rlhealth.observers.base import Observation, ev
+from rlhealth.probes.bundle import first_errors_by_attempt
+from rlhealth.probes.textio import quote
+
+FAILED_STATES = {"failed", "worker_failed", "killed", "timeout", "out_of_memory", "node_fail", "cancelled"}
+
+
+def normalize_error(text: str) -> str:
+    """A first error without timestamps, addresses and numbers: equal for the same failure."""
+    text = re.sub(r"^\s*\([^)]*\)\s*", "", text)
+    text = re.sub(r"\d{4}-\d{2}-\d{2}[ T][0-9:.,]+", "", text)
+    text = re.sub(r"0x[0-9a-f]+|\b\d+\b", "N", text)
+    return " ".join(text.split())[:160]
+
+
+def _attempts(obs: Observation) -> list[dict]:
+    read, job = obs.read, obs.job
+    first_by_attempt = first_errors_by_attempt(read.signatures)
+    timeout_attempts: set[int] = set()
+    if "slurm_time_limit" in read.signatures:
+        timeout_attempts = set(read.signatures["slurm_time_limit"].first_by_attempt)
+    state = read.state if isinstance(read.state, dict) else {}
+    cap_attempts = state.get("attempts") if isinstance(state.get("attempts"), list) else []
+    attempts: list[dict] = []
+
+    def entry(idx, st, log_err, timeout, error=None):
+        return dict(attempt=idx, state=st, first_error=error or (log_err[0].text if log_err else None),
+                    signature=log_err[1] if log_err else None, transient=log_err[2] if log_err else False,
+                    occ=log_err[0] if log_err else None, timeout=timeout)
+    if cap_attempts:
+        for i, a in enumerate(cap_attempts):
+            if not isinstance(a, dict):
+                continue
+            idx = int(a.get("attempt", i))
+            log_err = first_by_attempt.get(idx + 1)   # log attempts are 1-based (boundaries / chain legs)
+            if log_err is None and len(cap_attempts) == 1:
+                log_err = first_by_attempt.get(0) or first_by_attempt.get(-1)
+            timeout = "TIME LIMIT" in str(a.get("error") or "") or str(a.get("state")).lower() == "timeout" \
+                or (idx + 1) in timeout_attempts
+            attempts.append(entry(idx, str(a.get("state")), log_err, timeout, a.get("error")))
+    else:
+        n = max(len(read.attempt_boundaries), len(read.leg_ids) + (1 if read.current_leg_missing else 0), 1)
+        for idx in range(1, n + 1):
+            log_err = first_by_attempt.get(idx)
+            if idx == 1 and log_err is None:
+                log_err = first_by_attempt.get(0) or first_by_attempt.get(-1) if n == 1 else first_by_attempt.get(0)
+            if idx == n:
+                st = job.get("state") or "unknown"
+            else:
+                st = "timeout" if idx in timeout_attempts else ("failed" if log_err else "unknown")
+            attempts.append(entry(idx - 1, st, log_err, idx in timeout_attempts))
+    return attempts
+
+
+def observe(obs: Observation) -> None:
+    read = obs.read
+    attempts = _attempts(obs)
+    state = read.state if isinstance(read.state, dict) else {}
+
+    def failed(a) -> bool:
+        return a["state"].lower() in FAILED_STATES or (a["first_error"] is not None and a["state"] == "unknown")
+    before = []
+    for a in attempts[:-1]:
+        if not failed(a):
+            continue
+        if a["timeout"]:
+            a["interpretation"] = "wall-clock TIMEOUT with a successor: chain restart, not a burn"
+            continue
+        before.append(a)
+    current = attempts[-1] if attempts else None
+    current_failed = bool(current is not None and failed(current))
+    every = before + ([current] if current_failed else [])
+
+    def distinct(items):
+        return len({normalize_error(a["first_error"]) for a in items if a["first_error"]})
+    evidence: list[Evidence] = []
+    for a in every[:3]:
+        if a["occ"] is not None:
+            evidence += ev(a["occ"])
+        elif a["first_error"]:
+            evidence.append(Evidence(source="state.json", text=quote(a["first_error"]), summary=True))
+    obs.attempts = [{"attempt": a["attempt"], "state": a["state"],
+                     "first_error": quote(a["first_error"]) if a["first_error"] else None,
+                     **({"interpretation": a["interpretation"]} if a.get("interpretation") else {})} for a in attempts]
+    max_retries = state.get("max_retries")
+    obs.max_retries = max_retries if isinstance(max_retries, int) else None
+    firsts = [a for a in attempts if a["occ"] is not None]
+    target = current if current is not None and current["occ"] is not None else (firsts[0] if firsts else None)
+    if target is not None:
+        obs.first_error = ev(target["occ"])[0]
+    obs.add(RestartsMeasured(
+        fact_id="restarts", evidence=tuple(evidence), attempts=len(attempts), failed_before_current=len(before),
+        current_failed=current_failed, failed_including_current=len(every), distinct_errors_before_current=distinct(before), distinct_errors_all=distinct(every),
+        errors_missing_before_current=sum(1 for a in before if not a["first_error"]),
+        errors_missing_all=sum(1 for a in every if not a["first_error"]),
+        current_transient=bool(current is not None and current["transient"]),
+        transient_failed=sum(1 for a in before if a["transient"]),
+        controller_failure_count=int(state.get("failure_count") or 0), max_retries=obs.max_retries,
+        first_signature=every[0]["signature"] if every else None))
