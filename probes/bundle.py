@@ -610,8 +610,8 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
 
 
-CONTINUATION_LOOKBACK_LINES = 300
-CONTINUATION_LOOKBACK_BYTES = 64 * 1024
+CONTINUATION_LOOKBACK_LINES = 200
+CONTINUATION_LOOKBACK_BYTES = 32 * 1024
 # Lines that continue the record above them rather than start one: traceback frames and source
 # lines (indented), the traceback header, chained-exception separators, caret markers, blanks.
 _CONTINUATION_LINE = re.compile(r"^(?:\s|$|Traceback \(most recent call last\)|During handling of the above exception|"
