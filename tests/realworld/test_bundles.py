@@ -150,6 +150,19 @@ def terminal_job_older_slurm_time_limit_wording(root):
         "finelog.log", text("slurm-time-limit-older-on-after"))
 
 
+@case("NO-KILL", "DUE TO TIME LIMIT on n447", None)
+def jupiter_chain_leg_ended_by_older_time_limit_wording(root):
+    # leg 1's .out ends with Slurm's older wording (no "ON node" before CANCELLED); leg 2 resumed:
+    # a chain restart, not a burned attempt (checked in test_older_time_limit_is_a_chain_restart)
+    b = Bundle(root, cluster="jsc-jupiter", job_id="/slurm/830330", jupiter=True, synced=at(240),
+               extra_manifest={"job": {"cluster": {"name": "jsc-jupiter"}, "job_id": "830330", "state": "running",
+                                       "entrypoint": "", "submitted_at_ms": 0}})
+    leg1 = training_log(6, fmt="wandb", stats_era="v1-early", engines=1)
+    leg1.append(text("slurm-time-limit-older-on-after").rstrip("\n"))
+    b.lines("slurm_logs/canu_830329.out", leg1)
+    b.lines("finelog.log", training_log(10, start_min=130, fmt="wandb", stats_era="v1-early", engines=1)[2:])
+
+
 @case("NO-KILL", None, None)
 def healthy_run_with_real_vllm_and_ray_noise(root):
     b = running(root, synced_min=125)
@@ -161,8 +174,11 @@ def healthy_run_with_real_vllm_and_ray_noise(root):
                                                                        "deepspeed-info-noise"))
 
 
+NOW = {"healthy_run_with_real_vllm_and_ray_noise": 130, "jupiter_chain_leg_ended_by_older_time_limit_wording": 245}
+
+
 def _now(name: str) -> str:
-    return iso(at(102)) if name != "healthy_run_with_real_vllm_and_ray_noise" else iso(at(130))
+    return iso(at(NOW.get(name, 102)))
 
 
 def test_at_least_ten_bundles():
@@ -185,3 +201,13 @@ def test_bundle(name, tmp_path, monkeypatch):
         assert quoted is not None and first_error in quoted, quoted
     if failing_gate:
         assert doc["gates"][failing_gate]["status"] == "FAIL", doc["gates"][failing_gate]["finding"]
+
+
+def test_older_time_limit_is_a_chain_restart(tmp_path, monkeypatch):
+    jupiter_chain_leg_ended_by_older_time_limit_wording(tmp_path / "bundle")
+    monkeypatch.chdir(tmp_path)
+    doc = diagnose(Path("bundle"), now=parse_now(_now("jupiter_chain_leg_ended_by_older_time_limit_wording"))).to_json_dict()
+    restarts = doc["restarts"]
+    assert restarts["burned"] == 0, restarts
+    first_leg = restarts["attempts"][0]
+    assert "DUE TO TIME LIMIT on n447" in (first_leg["first_error"] or ""), first_leg
