@@ -193,8 +193,8 @@ def parse_squeue(text: str) -> list[dict[str, str]]:
 
 # ---- slurmstepd / srun messages and the first causal error of a leg ---------------------------
 
-# Slurm >= 15 writes "*** JOB 1 ON node CANCELLED AT t DUE TO TIME LIMIT ***"; older releases
-# "*** JOB 1 CANCELLED AT t DUE TO TIME LIMIT on node ***" (tests/realworld/corpus.yaml).
+# Current Slurm writes "*** JOB 1 ON node CANCELLED AT t DUE TO TIME LIMIT ***"; an older wording is
+# "*** JOB 1 CANCELLED AT t DUE TO TIME LIMIT on node ***" (both in tests/realworld/corpus.yaml).
 _STEPD_CANCEL = re.compile(
     r"\*\*\* (JOB|STEP) (\S+) (?:ON (\S+) )?CANCELLED AT (\S+)(?: DUE (?:TO|to) (.+?))?(?: on (\S+))? \*\*\*")
 _STEPD_FAILED = re.compile(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) FAILED \((.+?)\) \*\*\*")
