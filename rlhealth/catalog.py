@@ -98,6 +98,8 @@ class RuleSpec(BaseModel):
     """A PASS that holds only because the run is young (lowers confidence)."""
     explain: bool = True
     """False for bookkeeping rules (arbitration) that the WHY block steps over."""
+    reason: bool = False
+    """The derived fact's statement is stated in REASONING (e.g. a run on its last retry)."""
     next_action: str | None = None
     flip_signal: str | None = None
     handoff: dict[str, str] | None = None

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+from rlhealth.durable_loader import EngineUnavailable
+
 EXIT_NO_KILL = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -184,6 +186,18 @@ def _cmd_examples(args) -> int:
     return 0
 
 
+def _emit_failure_report(args, reason: str, gate_finding: str | None = None, **overrides: str) -> None:
+    """Print the v1 JSON report of a run that could not diagnose: verdict ERROR with the reason;
+    ``overrides`` replace top-level text fields, ``gate_finding`` every gate's finding."""
+    from rlhealth.report import internal_failure_report
+    bundle = getattr(args, "bundle", None) or getattr(args, "bundle_root", None)
+    doc = internal_failure_report(str(bundle), reason)
+    doc.update(overrides)
+    for gate in doc["gates"].values():
+        gate["finding"] = gate_finding or gate["finding"]
+    _emit(json.dumps(doc, indent=2, sort_keys=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -205,13 +219,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         raise
+    except EngineUnavailable as exc:  # an installation problem, not a bug: the message is the fix
+        print(f"rlhealth: {exc}", file=sys.stderr)
+        if fmt == "json" and args.command in ("diagnose", "probe"):
+            _emit_failure_report(args, exc.cause, reasoning=f"Not diagnosed: {exc.cause}.",
+                                 next_action=f"Fix: {exc.fix}.",
+                                 flip_signal="rlhealth rerun after the fix loads its rule engine.",
+                                 gate_finding="not evaluated: the rule engine cannot load")
+        return EXIT_INTERNAL
     except Exception as exc:  # internal failure: still a valid report for JSON consumers
         print(f"rlhealth: internal failure: {type(exc).__name__}: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
         if fmt == "json" and args.command in ("diagnose", "probe"):
-            from rlhealth.report import internal_failure_report
-            bundle = getattr(args, "bundle", None) or getattr(args, "bundle_root", None)
-            _emit(json.dumps(internal_failure_report(str(bundle), f"{type(exc).__name__}: {exc}"),
-                             indent=2, sort_keys=True))
+            _emit_failure_report(args, f"{type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
     return EXIT_USAGE

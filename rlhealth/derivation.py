@@ -112,6 +112,9 @@ class Derivation:
                 return
             pad = "  " * depth
             if fid in self.measured:
+                if fid in shown:
+                    return
+                shown.add(fid)
                 fact = self.measured[fid]
                 if fact.kind == "gate_slot":
                     lines.append(f"{pad}<- missing: {self._gate_inputs(fact.gate)}")
@@ -130,13 +133,13 @@ class Derivation:
                     visit(child, depth)
                 return
             if fid in shown:
-                lines.append(f"{pad}<- [{d.rule}] (as above)")
                 return
             shown.add(fid)
             lines.append(f"{pad}<- [{d.rule}] {d.statement}")
             for alt in sorted(self.also.get(fid, []), key=lambda a: a["rule"]):
                 lines.append(f"{pad}   and [{alt['rule']}] {alt['statement']}")
-            for child in d.derived_from:
+            children = sorted(d.derived_from, key=lambda c: 0 if getattr(self.derived.get(c), "kind", "") == "gate" else 1)
+            for child in children:   # a verdict's gate first: verdict <- gate <- finding <- lines
                 if child in self.measured and self.measured[child].kind == "job" and d.kind != "conclusion":
                     continue   # the job's identity lines add nothing under a finding or verdict
                 visit(child, depth + 1)

@@ -68,9 +68,12 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
     standing = [d for d in result.derived if d.kind == "conclusion" and d.fields.get("name") == "finding_stands"]
     gates = {gate: _gate_report(gate, gate_facts, standing, derivation, result) for gate in GATES}
     restarts_gate = _deciding([g for g in gate_facts if g.fields.get("gate") == "restarts"], result)
-    burned = next((d.fields.get("burned") for d in result.derived if d.fields.get("name") == "restarts_burned"), 0)
+    burned_fact = next((d for d in result.derived if d.fields.get("name") == "restarts_burned"), None)
+    burned = burned_fact.fields.get("burned") if burned_fact else 0
+    remaining = burned_fact.fields.get("remaining") if burned_fact else None
     same_failure = any(d.fields.get("name") == "same_failure" for d in result.derived)
-    restarts = RestartsReport(burned=int(burned or 0), max_retries=obs.max_retries, same_failure=same_failure,
+    restarts = RestartsReport(burned=int(burned or 0), max_retries=obs.max_retries,
+                              remaining=int(remaining) if isinstance(remaining, (int, float)) else None, same_failure=same_failure,
                               attempts=[AttemptReport(**a) for a in obs.attempts],
                               finding=str(restarts_gate.fields.get("finding")) if restarts_gate else "restarts not evaluated",
                               evidence=derivation.quoted(restarts_gate.fields.get("finding_id")) if restarts_gate else [])
@@ -81,7 +84,8 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
                   mode=str(obs.job.get("mode") or "unknown"), mode_source=str(obs.job.get("mode_source") or ""),
                   terminal=terminal, restarts=restarts, gates=gates,
                   duty_cycle=obs.duty_cycle if obs.job.get("mode") == "agentic" else None,
-                  reasoning=_reasoning(verdict, terminal, gates, restarts, obs, decided, standing),
+                  reasoning=_reasoning(verdict, terminal, gates, restarts, obs, decided, standing)
+                  + "".join(f" {d.statement}" for d in result.derived if catalog.rule(d.rule).reason),
                   next_action=str(decided.fields.get("next_action") or ""),
                   flip_signal=str(decided.fields.get("flip_signal") or ""), handoff=handoff,
                   fired_rules=result.fired,

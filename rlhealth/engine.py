@@ -31,6 +31,7 @@ matched facts of an action are read from the private ``Closure._m``.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import threading
@@ -38,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
-import durable_rules_engine
-from durable import engine as durable_engine
 
 from rlhealth.catalog import RuleSpec
+from rlhealth.durable_loader import import_durable
 from rlhealth.facts import Derived, Fact
+
+durable_rules_engine, durable_engine = import_durable()
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
@@ -234,14 +236,24 @@ class _Run:
             pass  # nothing consumes this fact (a final conclusion): not an error
 
 
+@functools.lru_cache(maxsize=2048)
+def _template(text: str) -> jinja2.Template:
+    return _TEMPLATES.from_string(text)
+
+
+@functools.lru_cache(maxsize=2048)
+def _expression(text: str):
+    return _TEMPLATES.compile_expression(text, undefined_to_none=False)
+
+
 def _render(template: str | None, context: dict[str, Any]) -> str | None:
     if template is None:
         return None
-    return " ".join(_TEMPLATES.from_string(template).render(**context).split())
+    return " ".join(_template(template).render(**context).split())
 
 
 def _evaluate(expression: str, context: dict[str, Any]) -> Any:
-    value = _TEMPLATES.compile_expression(expression, undefined_to_none=False)(**context)
+    value = _expression(expression)(**context)
     if isinstance(value, jinja2.Undefined):
         raise EngineError(f"set expression {expression!r} is undefined")
     return value

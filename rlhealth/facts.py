@@ -134,6 +134,8 @@ class TrainerMeasured(Fact):
     genbuf_unchanged_s: float | None = None
     serialization: str | None = None
     log_files: int = 0
+    launch_lines: int = 0
+    """Launch/bring-up lines seen (source revision, generator initialized): the run has started."""
 
 
 class SignatureMeasured(Fact):
@@ -268,6 +270,8 @@ class TrialsMeasured(Fact):
     incoherent_fraction: float | None = None
     weight_reload_markers: int = 0
     unreadable_fraction: float = 0.0
+    newest_trial_start_age_s: float | None = None
+    """Seconds from the newest trial directory's start to the newest evidence time."""
 
 
 class StdRolloutsMeasured(Fact):
@@ -332,6 +336,7 @@ class RestartsMeasured(Fact):
     current_transient: bool = False
     controller_failure_count: int = 0
     max_retries: int | None = None
+    max_retries_source: str | None = None
     first_signature: str | None = None
 
 

@@ -38,6 +38,8 @@ class RestartsReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     burned: int = 0
     max_retries: int | None = None
+    remaining: int | None = None
+    """Retries left after the burned ones (max_retries - burned), when the budget is known."""
     same_failure: bool = False
     attempts: list[AttemptReport] = Field(default_factory=list)
     finding: str = ""

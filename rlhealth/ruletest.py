@@ -17,7 +17,9 @@ must follow:
       no_conclusions: [evidence_stale]     # names that must not
 
 ``rlhealth rules test [PATH]`` and pytest run the same cases; a full run also checks coverage:
-every rule fires in some case and is named in ``does_not_fire`` of another.
+every rule fires in some case and is named in ``does_not_fire`` of another. A rule that by design
+fires on every input (``rules/tests/_coverage.yaml`` ``fires_on_every_input``, each with the reason)
+has no near-miss; instead it must fire in every case.
 """
 from __future__ import annotations
 
@@ -57,6 +59,14 @@ def _read_yaml(path) -> Any:
 
 def load_defaults() -> dict[str, dict[str, Any]]:
     return dict(_read_yaml(_packaged_dir().joinpath("_defaults.yaml"))["facts"])
+
+
+def load_total_rules() -> dict[str, str]:
+    """Rules that fire on every input by design (rule id -> why), exempt from the near-miss check."""
+    entry = _packaged_dir().joinpath("_coverage.yaml")
+    if not entry.is_file():
+        return {}
+    return dict((_read_yaml(entry) or {}).get("fires_on_every_input") or {})
 
 
 def case_files(path: Path | None = None) -> list:
@@ -138,7 +148,8 @@ def run_case(case: dict[str, Any], file: str, catalog: Catalog, defaults: dict) 
     return out
 
 
-def run_all(path: Path | None = None, catalog: Catalog | None = None) -> tuple[list[CaseResult], list[str]]:
+def run_all(path: Path | None = None, catalog: Catalog | None = None,
+            total: dict[str, str] | None = None) -> tuple[list[CaseResult], list[str]]:
     """Every case under ``path`` (default: the packaged rule tests) and, for a full run, the coverage gaps."""
     catalog = catalog or load_catalog()
     defaults = load_defaults()
@@ -151,9 +162,15 @@ def run_all(path: Path | None = None, catalog: Catalog | None = None) -> tuple[l
     if path is None:
         fired = set().union(*(r.fired for r in results)) if results else set()
         checked = set().union(*(r.not_fired_checked for r in results)) if results else set()
+        total = load_total_rules() if total is None else total
+        known = {rule.id for rule in catalog.rules}
+        gaps += [f"{rule_id}: listed in _coverage.yaml but not in the catalog" for rule_id in sorted(set(total) - known)]
         for rule in catalog.rules:
             if rule.id not in fired:
                 gaps.append(f"{rule.id}: no case makes it fire")
-            if rule.id not in checked:
+            if rule.id in total:
+                gaps += [f"{rule.id}: fires on every input (_coverage.yaml) but not in {r.file}: {r.name}"
+                         for r in results if rule.id not in r.fired and not r.failures]
+            elif rule.id not in checked:
                 gaps.append(f"{rule.id}: no case asserts it does not fire")
     return results, gaps

@@ -30,6 +30,8 @@ def _run(d, monkeypatch, fmt="json"):
 def test_corpus_is_big_enough():
     ids = [load_expected(d)["id"] for d in INCIDENTS]
     assert len(ids) >= 28 and len(set(ids)) == len(ids)
+    kills = [load_expected(d) for d in INCIDENTS if load_expected(d)["verdict"] == "KILL"]
+    assert kills
     assert [d.name for d in INCIDENTS] == sorted(ids)
     baselines = [d for d in INCIDENTS if "baseline" in d.name]
     assert len(baselines) >= 3
@@ -41,6 +43,12 @@ def test_incident(d, monkeypatch, update_golden):
     doc = report.to_json_dict()
     jsonschema.validate(doc, SCHEMA)
     assert doc["verdict"] == expected["verdict"], doc["reasoning"]
+    _assert_derivation_reaches_evidence(doc)
+    if "confidence" in expected:
+        assert doc["confidence"] == expected["confidence"]
+    if doc["verdict"] == "KILL":
+        assert doc["handoff"], "every KILL carries a HANDOFF"
+        assert doc["next_action"].startswith("Recommend KILL") and len(doc["next_action"]) > 80, doc["next_action"]
     assert doc["mode"] == expected["mode"]
     assert doc["terminal"] == expected["terminal"]
     for gate, status in expected["gates"].items():
@@ -57,17 +65,60 @@ def test_incident(d, monkeypatch, update_golden):
         assert needle in doc["gates"][gate]["finding"], (gate, doc["gates"][gate]["finding"])
     if expected.get("mode_source_contains"):
         assert expected["mode_source_contains"] in doc["mode_source"], doc["mode_source"]
+    if expected.get("reasoning_contains"):
+        assert expected["reasoning_contains"] in doc["reasoning"], doc["reasoning"]
     if expected.get("first_error_contains"):
         assert expected["first_error_contains"] in (doc["first_error"] or {}).get("text", "")
     for gate in doc["gates"].values():
         for ev in gate["evidence"]:
             assert len(ev["text"]) <= 500
+            _assert_quote_is_the_line(d, ev)
     golden = d / "report.golden.md"
     markdown = render(report, "markdown")
     if update_golden:
         golden.write_text(markdown)
     assert golden.exists(), f"{golden} is missing: review the report, then write it with scripts/test --update-golden"
     assert markdown == golden.read_text()
+
+
+def _assert_derivation_reaches_evidence(doc):
+    """The verdict reaches gates, and every gate reaches a measurement with evidence or a missing node."""
+    nodes = {n["id"]: n for n in doc["derivation"]}
+    assert all(f in nodes for n in nodes.values() for f in n["from"]), "dangling derivation edge"
+
+    def below(node_id, seen=None):
+        seen = set() if seen is None else seen
+        for child in nodes[node_id]["from"]:
+            if child not in seen:
+                seen.add(child)
+                below(child, seen)
+        return seen
+    verdict = [n for n in nodes.values() if n["kind"] == "verdict"]
+    assert len({n["statement"] for n in verdict}) >= 1
+    gates = [n for n in nodes.values() if n["kind"] == "gate"]
+    assert len({n["id"] for n in gates}) >= 5
+    for gate in gates:
+        leaves = [nodes[c] for c in below(gate["id"])]
+        assert any((n["kind"] == "measurement" and n["evidence"]) or n["kind"] == "missing" for n in leaves), gate
+    reached = [nodes[c] for v in verdict for c in below(v["id"])]
+    if doc["verdict"] == "KILL" and not doc["terminal"]:
+        chain_gates = [n for n in reached if n["kind"] == "gate"]
+        assert chain_gates, "a KILL is derived through a gate"
+        assert any(nodes[c]["kind"] == "measurement" and nodes[c]["evidence"] for g in chain_gates for c in below(g["id"]))
+
+
+def _assert_quote_is_the_line(d, ev):
+    """A quote with a line number and no summary flag is that line as read (cleaned, redacted, cut)."""
+    from rlhealth.probes.textio import clean_line, quote
+    if ev.get("summary") or not ev.get("line"):
+        return
+    path = d / "bundle" / ev["source"]
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if n == ev["line"]:
+                assert ev["text"] == quote(clean_line(raw)), (ev, clean_line(raw)[:200])
+                return
+    raise AssertionError(f"{ev['source']} has no line {ev['line']}")
 
 
 @pytest.mark.parametrize("d", [d for d in INCIDENTS if "baseline" in d.name], ids=lambda d: d.name)

@@ -25,6 +25,13 @@ def test_every_rule_is_tested_both_ways():
     assert RESULTS and not GAPS, "\n".join(GAPS)
 
 
+def test_a_rule_exempt_from_near_misses_must_fire_in_every_case():
+    _, gaps = run_all(catalog=CATALOG, total={"gate.pass": "claimed total", "no.such_rule": "typo"})
+    assert any(g.startswith("gate.pass: fires on every input") for g in gaps), gaps
+    assert any(g.startswith("no.such_rule: listed in _coverage.yaml") for g in gaps), gaps
+    assert not any(g.startswith("gate.pass: no case asserts") for g in gaps), gaps
+
+
 def test_a_wrong_expectation_fails_the_case():
     case = {"name": "healthy but claimed frozen", "fires": ["liveness.trainer_frozen"], "gates": {"liveness": "FAIL"}}
     result = run_case(case, "inline", CATALOG, load_defaults())

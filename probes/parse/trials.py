@@ -9,6 +9,8 @@ Trials are summarized as they are read; nothing per trial is kept beyond small n
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import multiprocessing
 import os
@@ -194,18 +196,28 @@ def _script(ch: str) -> str | None:
     return name.split(" ")[0]
 
 
+@functools.lru_cache(maxsize=1)
+def coherence_limits() -> dict[str, float]:
+    """rules/coherence.yaml: the classifier's limits (data, not code)."""
+    import yaml
+    from importlib import resources
+    doc = yaml.safe_load(resources.files("rlhealth.rules").joinpath("coherence.yaml").read_text(encoding="utf-8"))
+    return {k: float(v) for k, v in doc.items() if k != "version"}
+
+
 def coherence_problem(text: str) -> str | None:
     """Why ``text`` reads as incoherent agent output, or None if it looks coherent.
 
     Flags: empty output; token salad (many switches between writing systems inside
-    words, or almost no common function/code words); repetition loops.
+    words, or almost no common function/code words); repetition loops. Limits: rules/coherence.yaml.
     """
+    limits = coherence_limits()
     text = (text or "").strip()
     if not text:
         return "empty output"
-    sample = text[:4000]
+    sample = text[:int(limits["sample_chars"])]
     tokens = re.findall(r"\S+", sample.lower())
-    if len(tokens) < 8:
+    if len(tokens) < limits["min_tokens"]:
         return None
     switches, prev, letters = 0, None, 0
     for ch in sample:
@@ -216,16 +228,17 @@ def coherence_problem(text: str) -> str | None:
         if prev is not None and s != prev:
             switches += 1
         prev = s
-    if letters and switches / letters > 0.08:
+    if letters and switches / letters > limits["script_switch_max_fraction"]:
         return f"token salad ({switches} writing-system switches in {letters} letters)"
     words = [re.sub(r"[^\w]", "", t) for t in tokens]
     common = sum(1 for w in words if w in _FUNCTION_WORDS)
-    if len(tokens) >= 20 and common / len(tokens) < 0.04 and not re.search(r"[{}()=;]", sample):
+    if len(tokens) >= limits["common_words_min_tokens"] and common / len(tokens) < limits["common_word_min_fraction"] \
+            and not re.search(r"[{}()=;]", sample):
         return f"token salad ({common}/{len(tokens)} common words)"
     trigrams = Counter(zip(tokens, tokens[1:], tokens[2:]))
-    if len(tokens) >= 30:
+    if len(tokens) >= limits["repetition_min_tokens"]:
         top, count = trigrams.most_common(1)[0]
-        if count * 3 / len(tokens) > 0.5:
+        if count * 3 / len(tokens) > limits["repetition_max_fraction"]:
             return f"repetition loop ({' '.join(top)!r} x{count})"
     return None
 

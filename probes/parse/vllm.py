@@ -36,6 +36,8 @@ class StatsSample(BaseModel):
     source: str
     line: int
     era: str
+    text: str = ""
+    """The line as read (quoted as evidence)."""
 
 
 def engine_and_era(text: str, m: re.Match, source: str) -> tuple[str, str]:
@@ -63,7 +65,8 @@ def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSam
     engine, era = engine_and_era(text, m, source)
     return StatsSample(engine=engine, ts=ts, prompt_tok_s=float(m.group("prompt")), gen_tok_s=float(m.group("gen")),
                        running=int(m.group("running")), waiting=int(m.group("waiting") or 0),
-                       kv_pct=float(m.group("kv")) if m.group("kv") else None, source=source, line=line, era=era)
+                       kv_pct=float(m.group("kv")) if m.group("kv") else None, source=source, line=line, era=era,
+                       text=text)
 
 
 def eager_from_line(text: str) -> bool | None:

@@ -6,7 +6,7 @@ import math
 from rlhealth.facts import EnginesMeasured, Evidence, ThroughputMeasured
 from rlhealth.observers.base import Observation, median, quantile, rounded
 from rlhealth.probes.parse.timestamps import iso
-from rlhealth.probes.textio import quote
+from rlhealth.probes.textio import clean_line, quote
 
 
 def stats_text(sample) -> str:
@@ -44,7 +44,8 @@ def observe(obs: Observation) -> None:
     # quote the newest sample at least as queued as the persistent level, when the queue is non-empty
     queued = [s for s, r in zip(recent_samples, ratios) if waiting_p and r >= ratio_p and s.waiting >= waiting_p]
     quoted = queued[-1] if queued else newest_sample
-    evidence = [Evidence(source=quoted.source, line=quoted.line, text=quote(stats_text(quoted)))]
+    evidence = [Evidence(source=quoted.source, line=quoted.line, text=quote(clean_line(quoted.text)))] if quoted.text else \
+        [Evidence(source=quoted.source, line=quoted.line, text=quote(stats_text(quoted)), summary=True)]
     obs.add(EnginesMeasured(
         fact_id="engines", evidence=tuple(evidence), seen=len(read.stats), fresh=len(per_engine),
         stats_lines=read.stats_count, eras=",".join(sorted(read.stats_eras)) or None, newest_stats=iso(newest),

@@ -19,6 +19,19 @@ def normalize_error(text: str) -> str:
     return " ".join(text.split())[:160]
 
 
+MAX_RETRIES_RE = re.compile(r"--max[-_]retries(?:=|\s+|\"\s*,\s*\")(\d+)")
+
+
+def launch_max_retries(obs: Observation) -> tuple[int | None, str | None]:
+    """The retry budget from the launch command (``--max-retries K``) or the capture's job.json."""
+    info = obs.read.job_info or {}
+    if isinstance(info.get("max_retries"), int):
+        return info["max_retries"], "capture job.json max_retries"
+    from rlhealth.observers.job import launch_text
+    m = MAX_RETRIES_RE.search(launch_text(obs.read))
+    return (int(m.group(1)), "launch command --max-retries") if m else (None, None)
+
+
 def _attempts(obs: Observation) -> list[dict]:
     read, job = obs.read, obs.job
     first_by_attempt = first_errors_by_attempt(read.signatures)
@@ -88,8 +101,10 @@ def observe(obs: Observation) -> None:
     obs.attempts = [{"attempt": a["attempt"], "state": a["state"],
                      "first_error": quote(a["first_error"]) if a["first_error"] else None,
                      **({"interpretation": a["interpretation"]} if a.get("interpretation") else {})} for a in attempts]
-    max_retries = state.get("max_retries")
-    obs.max_retries = max_retries if isinstance(max_retries, int) else None
+    max_retries, max_retries_source = state.get("max_retries"), "controller state (state.json max_retries)"
+    if not isinstance(max_retries, int):
+        max_retries, max_retries_source = launch_max_retries(obs)
+    obs.max_retries = max_retries
     firsts = [a for a in attempts if a["occ"] is not None]
     target = current if current is not None and current["occ"] is not None else (firsts[0] if firsts else None)
     if target is not None:
@@ -102,4 +117,5 @@ def observe(obs: Observation) -> None:
         current_transient=bool(current is not None and current["transient"]),
         transient_failed=sum(1 for a in before if a["transient"]),
         controller_failure_count=int(state.get("failure_count") or 0), max_retries=obs.max_retries,
+        max_retries_source=max_retries_source if obs.max_retries is not None else None,
         first_signature=every[0]["signature"] if every else None))

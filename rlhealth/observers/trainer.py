@@ -42,4 +42,5 @@ def observe(obs: Observation) -> None:
         last_progress=iso(last.ts) if last is not None and last.ts else None,
         progress_age_s=rounded(age), median_step_s=rounded(median_step) if median_step else None,
         open_phase=open_phase, genbuf_unchanged_s=genbuf_unchanged,
-        serialization=records[steps[-1]].serialization if steps else None, log_files=len(read.log_files)))
+        serialization=records[steps[-1]].serialization if steps else None, log_files=len(read.log_files),
+        launch_lines=sum(1 for occ in (read.source_rev, read.generator_init) if occ is not None)))

@@ -45,7 +45,8 @@ def observe(obs: Observation) -> None:
         coherence_sampled=s.coherence_sampled, incoherent=s.incoherent,
         incoherent_fraction=round(s.incoherent / s.coherence_sampled, 3) if s.coherence_sampled else None,
         weight_reload_markers=read.weight_reload,
-        unreadable_fraction=round(s.unreadable / s.completed, 3) if s.completed else 0.0))
+        unreadable_fraction=round(s.unreadable / s.completed, 3) if s.completed else 0.0,
+        newest_trial_start_age_s=round(obs.evidence_time - s.last_started_at, 1) if s.last_started_at is not None else None))
     medians = {p: median(v) for p, v in s.phases.items() if v}
     if medians:
         total = sum(medians.values())

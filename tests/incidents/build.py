@@ -440,15 +440,16 @@ def slurm_host_oom_cgroup(b_root):
 
 
 # ----------------------------------------------------------------------------------------------- rollouts
-def agentic_running(b_root, steps=10, synced=125):
+def agentic_running(b_root, steps=10, synced=125, reward=None):
+    """An agentic run at ``steps``; ``reward`` fixes the trainer's logged reward (0.0 when every trial scores 0)."""
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(synced))
-    b.lines("finelog.log", training_log(steps, stats_era="v1"))
+    b.lines("finelog.log", training_log(steps, stats_era="v1", reward=reward))
     return b
 
 
 @incident
 def weight_sync_token_salad(b_root):
-    b = agentic_running(b_root)
+    b = agentic_running(b_root, reward=0.0)
     for i in range(20):
         b.trial(f"task-{i:03d}__S{i:06d}", 0.0, at(5 + i * 4), agent=[salad(i), salad(i + 100)])
     return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
@@ -459,7 +460,7 @@ def weight_sync_token_salad(b_root):
 
 
 def uniform_infra(b_root, exc, *, exception_txt=None, message="", in_result=True):
-    b = agentic_running(b_root)
+    b = agentic_running(b_root, reward=0.0)
     for i in range(16):
         b.trial(f"task-{i:03d}__U{i:06d}", 0.0, at(5 + i * 4), exception=exc if in_result else None,
                 exception_txt=exception_txt, message=message, agent=[COHERENT] if i % 4 == 0 else None)
@@ -491,7 +492,7 @@ def verification_not_completed(b_root):
 
 @incident
 def bearer_token_invalid(b_root):
-    b = agentic_running(b_root)
+    b = agentic_running(b_root, reward=0.0)
     for i in range(16):
         b.trial(f"task-{i:03d}__B{i:06d}", 0.0, at(5 + i * 4), exception="RuntimeError",
                 exception_txt="RuntimeError: request failed: 401 Unauthorized: Bearer token invalid\n")
@@ -500,7 +501,7 @@ def bearer_token_invalid(b_root):
 
 @incident
 def sandbox_not_found(b_root):
-    b = agentic_running(b_root)
+    b = agentic_running(b_root, reward=0.0)
     for i in range(16):
         b.trial(f"task-{i:03d}__N{i:06d}", 0.0, at(5 + i * 4), exception="RuntimeError",
                 exception_txt="RuntimeError: Sandbox not found. Please build the environment first.\n")
@@ -515,7 +516,7 @@ def verifier_timeout_everywhere(b_root):
 
 @incident
 def broken_agent_loop(b_root):
-    b = agentic_running(b_root)
+    b = agentic_running(b_root, reward=0.0)
     for i in range(16):
         b.trial(f"task-{i:03d}__L{i:06d}", 0.0, at(5 + i * 4), turns=1, agent=[COHERENT] if i % 2 == 0 else None)
     return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
@@ -527,7 +528,7 @@ def broken_agent_loop(b_root):
 
 @incident
 def zero_reward_hard_tasks(b_root):
-    b = agentic_running(b_root)
+    b = agentic_running(b_root, reward=0.0)
     for i in range(16):
         b.trial(f"task-{i:03d}__H{i:06d}", 0.0, at(5 + i * 4), turns=9, agent=[COHERENT, COHERENT])
     return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
@@ -1107,6 +1108,284 @@ def unreadable_results_bad_polls(b_root):
 
 
 # ----------------------------------------------------------------------------------------------- driver
+# ----------------------------------------------------------------------------------------------- judgement depth
+NAMED_LIKE_AGENT_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
+                                           "trainer.run_name=harbor-agent-terminal-gsm8k", "--train_data", "['gsm8k']",
+                                           "generator.enforce_eager=false", "--gpu", "H100", "--max-retries", "4"]})
+
+
+@incident
+def standard_run_named_like_agentic(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-harbor-agent-terminal", entrypoint=NAMED_LIKE_AGENT_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False, max_retries=4, remaining=4), fired=["rollouts.std_ok"],
+                mode_source_contains="no agent-harness or sandbox section",
+                evidence=[dict(gate="rollouts", contains="step 15: reward")],
+                description="A standard run whose name says harbor/agent/terminal has no harness section: standard, healthy; "
+                            "the retry budget comes from --max-retries in the launch command.")
+
+
+@incident
+def early_spike_recovered(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(305))
+
+    def metrics(s):
+        m = healthy_metrics(s)
+        if s in (3, 4):
+            m.update({"policy/log_ratio_abs_max": 19.2, "policy/policy_loss": 10421.5, "policy/raw_grad_norm": 118234.0})
+        return m
+    b.lines("finelog.log", training_log(30, metrics_fn=metrics))
+    return dict(now=iso(at(310)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["dynamics.healthy"],
+                finding_contains=dict(dynamics="an earlier spike recovered"), evidence=[],
+                description="A broken-replay-sized spike at steps 3-4 that returned to the healthy band for 26 steps: not a FAIL.")
+
+
+@incident
+def trainer_reward_disagrees_with_trials(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__Z{i:06d}", 0.0, at(5 + i * 4), turns=9, agent=[COHERENT, COHERENT])
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="ERROR"),
+                restarts=dict(burned=0, same_failure=False), fired=["dynamics.reward_disagrees_with_trials"],
+                finding_contains=dict(dynamics="disagree"), evidence=[],
+                description="The trainer logs a rising reward while every finished trial scores 0: the sources contradict each other.")
+
+
+UNKNOWN_GPU_EP = STANDARD_EP.replace(', "--gpu", "H100"', "")
+
+
+@incident
+def unknown_gpu_healthy_throughput(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=UNKNOWN_GPU_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_ok"],
+                evidence=[], description="GPU type unknown, throughput healthy: judged against the slowest GPU in the table, named.")
+
+
+@incident
+def unknown_gpu_throughput_floored(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=UNKNOWN_GPU_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15, gen=61.5))
+    return dict(now=iso(at(160)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL"), restarts=dict(burned=0, same_failure=False),
+                fired=["resources.throughput_floor"], finding_contains=dict(resources="GPU type unknown"), evidence=[],
+                description="GPU type unknown and 61.5 tok/s per engine with 48 running: below even the most conservative floor.")
+
+
+@incident
+def token_salad_share(b_root):
+    b = agentic_running(b_root)
+    for i in range(20):
+        incoherent = i % 10 >= 3
+        b.trial(f"task-{i:03d}__T{i:06d}", 1.0 if i in (0, 1) else 0.0, at(5 + i * 4), turns=6,
+                agent=[salad(i), salad(i + 100)] if incoherent else [COHERENT, COHERENT])
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad"],
+                evidence=[dict(gate="rollouts", contains="token salad")], finding_contains=dict(rollouts="14/20"),
+                description="After a weight sync on a new geometry 14 of 20 outputs are token salad, though 2 trials still score.")
+
+
+@incident
+def few_incoherent_among_coherent(b_root):
+    b = agentic_running(b_root)
+    for i in range(20):
+        b.trial(f"task-{i:03d}__F{i:06d}", 1.0 if i % 3 == 0 else 0.0, at(5 + i * 4), turns=7,
+                agent=[salad(i)] if i in (4, 11) else [COHERENT, COHERENT])
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.learning"], evidence=[],
+                description="Two incoherent samples among 20, rewards flowing: not token salad.")
+
+
+@incident
+def last_retry_stalled(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(200))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    b.capture(at(201), state={"source": "iris", "state": "running", "failure_count": 2, "preemption_count": 0, "max_retries": 2,
+                              "attempts": [{"attempt": 0, "state": "failed", "started_at": iso(at(-60)), "finished_at": iso(at(-50)),
+                                            "exit_code": 1, "error": "RuntimeError: CUDA error: an illegal memory access was encountered"},
+                                           {"attempt": 1, "state": "failed", "started_at": iso(at(-40)), "finished_at": iso(at(-30)),
+                                            "exit_code": 1, "error": "ray.exceptions.ActorDiedError: The actor died unexpectedly"},
+                                           {"attempt": 2, "state": "running", "started_at": iso(at(0)), "finished_at": None,
+                                            "exit_code": None, "error": None}]},
+              job_id="/alice/rl-qwen8b-gsm8k")
+    return dict(now=iso(at(205)), verdict="ERROR", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=2, same_failure=False, max_retries=2, remaining=0),
+                fired=["restarts.on_last_retry", "verdict.stall_without_live_evidence"],
+                reasoning_contains="last retry", evidence=[],
+                description="Two attempts burned with different errors; the last allowed attempt is frozen: urgency in REASONING.")
+
+
+@incident
+def gpu_memory_pinned_stalled(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    b.capture(at(200), polls=polls({"policy": 0.0, "inference": 0.0}, mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []})
+    return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(resources="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.gpu_memory_pinned_stalled"], evidence=[],
+                description="Live polls: policy GPU memory pinned at the total while the trainer is frozen (VRAM exhausted).")
+
+
+@incident
+def kv_cache_pressure_long_context(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(155))
+    lines = training_log(15, gen=1210.0)
+    lines = [ln.replace("GPU KV cache usage: 37.5%", "GPU KV cache usage: 96.8%") for ln in lines]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS"), restarts=dict(burned=0, same_failure=False),
+                fired=["resources.kv_cache_pressure"], finding_contains=dict(resources="KV-cache pressure"), evidence=[],
+                description="131k-context arm: KV cache 97% full lowers tok/s but above the floor: reported, not a failure.")
+
+
+@incident
+def coordinator_not_dispatching(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
+    lines = training_log(10, stats_era="v1")
+    lines += [vllm_stats(at(t), "v1", 1980.0, 40, 0, engine=e, pid=2871 + e) for t in range(101, 125, 4) for e in range(2)]
+    b.lines("finelog.log", lines)
+    for i in range(6):
+        b.trial(f"task-{i:03d}__C{i:06d}", 1.0 if i % 2 == 0 else 0.0, at(2 + i * 2), turns=7, agent=[COHERENT])
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False, gates=dict(rollouts="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.coordinator_not_dispatching"], evidence=[],
+                description="Engines keep generating but no trial has started for ~2 hours: the coordinator is not dispatching.")
+
+
+@incident
+def manifest_artifact_errors(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines",
+                                             "errors": [{"artifact": "trace_jobs", "error": "R2 list failed: 403 AccessDenied"},
+                                                        {"artifact": "metrics_mirror", "error": "wandb mirror export timed out"}]}})
+    b.lines("finelog.log", training_log(10))
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", rollouts="ERROR", dynamics="ERROR"), restarts=dict(burned=0, same_failure=False),
+                fired=["rollouts.evidence_unreadable", "dynamics.evidence_unreadable"],
+                finding_contains=dict(rollouts="403 AccessDenied", dynamics="timed out"), evidence=[],
+                description="The watcher recorded that trace_jobs/ failed to sync: an evidence problem on ROLLOUTS.")
+
+
+@incident
+def tis_ratio_collapsed(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
+
+    def metrics(s):
+        m = healthy_metrics(s)
+        m["policy/tis/imp_ratio_mean"] = 0.97 if s < 10 else 0.21
+        return m
+    b.lines("finelog.log", training_log(12, metrics_fn=metrics))
+    return dict(now=iso(at(130)), verdict="KILL", mode="standard", terminal=False, gates=dict(dynamics="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["dyn.tis_low", "dynamics.tis_out_of_range"],
+                finding_contains=dict(dynamics="0.21"), evidence=[],
+                description="TIS importance ratio mean collapses to 0.21: served and trained policies diverge.")
+
+
+@incident
+def stale_evidence_with_crash(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(45))
+    lines = training_log(4)
+    lines.append(glog(at(41), "E", 5120, "ProcessGroupNCCL.cpp:1895", "[PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4711, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out."))
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(300)), verdict="ERROR", mode="standard", terminal=False, gates=dict(liveness="ERROR"),
+                restarts=dict(burned=0, same_failure=False), fired=["gate.fail_on_stale_evidence"],
+                finding_contains=dict(liveness="(stale evidence)"), evidence=[],
+                description="A hang signature in a sync 4 hours old: a FAIL on stale evidence is only an ERROR (refresh first).")
+
+
+@incident
+def capture_running_without_pods(b_root):
+    b = agentic_running(b_root)
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": []})
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False, gates=dict(liveness="ERROR"),
+                restarts=dict(burned=0, same_failure=False), fired=["job.sources_disagree_running", "liveness.sources_disagree"],
+                finding_contains=dict(liveness="found no pods"), evidence=[],
+                description="The controller says running but the capture finds no pod: unreconciled sources.")
+
+
+@incident
+def standard_bring_up_early(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(40))
+    b.lines("finelog.log", [
+        loguru(at(0.5), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"),
+        loguru(at(2), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+        loguru(at(30), "Resumed training from global_step 0"),
+        phase(at(31), "Started", "step"), phase(at(31.1), "Started", "generate"),
+        vllm_stats(at(38), "v1", 2200.0, 40, 0)])
+    return dict(now=iso(at(42)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"), confidence="medium",
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.std_early", "liveness.bring_up", "dynamics.too_early"],
+                evidence=[], description="A standard run 40 minutes into bring-up: launch lines and a first step started, no reward yet.")
+
+
+@incident
+def controller_counted_failure(b_root):
+    b = agentic_running(b_root)
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 1, "preemption_count": 0, "max_retries": 3,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0")]})
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=1, same_failure=False, max_retries=3, remaining=2),
+                fired=["restarts.controller_failures_only"], evidence=[],
+                description="The controller counts one failed attempt that left no record or log; the run is healthy.")
+
+
+@incident
+def bring_up_stuck(b_root):
+    b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(235))
+    b.lines("finelog.log", [
+        loguru(at(0.5), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"),
+        loguru(at(2), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+        loguru(at(9), "Resumed training from global_step 0"),
+        phase(at(10), "Started", "step"), phase(at(10.1), "Started", "generate")])
+    return dict(now=iso(at(240)), verdict="ERROR", mode="agentic", terminal=False, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["trainer.frozen_in_bring_up", "liveness.trainer_frozen"],
+                evidence=[], description="Bring-up stuck: no trainer line for nearly 4 h before the first step (beyond the 3 h allowance).")
+
+
+@incident
+def frozen_without_step_cadence(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(120))
+    b.lines("finelog.log", [loguru(at(0), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+                            step_progress(at(10), 1, 200), step_progress(at(20), 2, 200)])
+    return dict(now=iso(at(125)), verdict="ERROR", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["trainer.frozen_after_steps_no_cadence", "liveness.trainer_frozen"], evidence=[],
+                description="Two steps without phase timers or metrics (no cadence measurable), then 100 minutes of silence.")
+
+
+@incident
+def terminal_chain_same_failure(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-bad-data", entrypoint=STANDARD_EP, state="failed", synced=at(100))
+    crash = ["Traceback (most recent call last):",
+             '  File "/app/skyrl_train/dataset.py", line 77, in __init__',
+             "AssertionError: dataset size 0 < train_batch_size 256 (placeholder train data not applied)"]
+    lines = []
+    for start in (0, 30, 60):
+        lines.append("task=/alice/rl-bad-data/0 | [iris setup] step 1/2")
+        lines.append(loguru(at(start + 1), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"))
+        lines += crash
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(105)), verdict="NO-KILL", mode="standard", terminal=True, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=3, same_failure=True), fired=["restarts.same_first_error_terminal", "restarts.same_failure"],
+                evidence=[], first_error_contains="AssertionError: dataset size 0",
+                description="A failed job whose three attempts all died on the same AssertionError: terminal, deterministic.")
+
+
 def build(names=None, root: Path = HERE) -> list[str]:
     """Write the incidents (bundle + expected.yaml) under ``root`` (default: this directory)."""
     built = []
