@@ -29,12 +29,16 @@ class _Program:
     # options whose value is the next argument, e.g. srun ``-w <node>``: the value must match the
     # option's pattern and is never taken for the wrapped program's name
     option_values: dict[str, re.Pattern]
+    # when set, the arguments after the subcommand must match these patterns one to one, in order
+    # (e.g. ``scontrol write batch_script <id> -``: the ``-`` that sends the script to stdout is
+    # mandatory, without it scontrol would write a file)
+    exact_args: tuple[re.Pattern, ...] | None = None
 
 
 @dataclass(frozen=True)
 class AllowList:
     forbidden_chars: frozenset[str]
-    programs: dict[str, _Program]
+    programs: dict[str, tuple[_Program, ...]]   # a program may allow several subcommands (variants)
 
     def check(self, argv: list[str] | tuple[str, ...]) -> list[str]:
         """Return ``argv`` as a list if allowed, else raise ``CommandRefused``."""
@@ -52,16 +56,21 @@ class AllowList:
 
     def _check(self, argv: list[str], depth: int) -> None:
         name = argv[0]
-        program = self.programs.get(name)
-        if program is None:
+        variants = self.programs.get(name)
+        if variants is None:
             raise CommandRefused(f"program {name!r} is not on the read-only allow-list")
         rest = argv[1:]
-        if program.subcommand:
-            n = len(program.subcommand)
-            if tuple(rest[:n]) != program.subcommand:
-                raise CommandRefused(
-                    f"{name}: only '{' '.join(program.subcommand)}' is allowed, got {' '.join(rest[:n])!r}")
-            rest = rest[n:]
+        matching = [v for v in variants if tuple(rest[:len(v.subcommand)]) == v.subcommand]
+        if not matching:
+            allowed = " | ".join(repr(" ".join(v.subcommand)) for v in variants)
+            raise CommandRefused(f"{name}: only {allowed} is allowed, got {' '.join(rest[:2])!r}")
+        program = max(matching, key=lambda v: len(v.subcommand))
+        rest = rest[len(program.subcommand):]
+        if program.exact_args is not None:
+            if len(rest) != len(program.exact_args) or not all(p.fullmatch(a) for p, a in zip(program.exact_args, rest)):
+                raise CommandRefused(f"{name} {' '.join(program.subcommand)}: arguments {rest!r} are not exactly "
+                                     f"{[p.pattern for p in program.exact_args]}")
+            return
         i = 0
         while i < len(rest):
             arg = rest[i]
@@ -91,13 +100,16 @@ def load_allowlist() -> AllowList:
     data = yaml.safe_load(text)
     programs = {}
     for name, spec in data["programs"].items():
-        programs[name] = _Program(
-            name=name,
-            subcommand=tuple(spec.get("subcommand") or ()),
-            args=tuple(re.compile(p) for p in spec.get("args") or ()),
-            wraps=tuple(spec.get("wraps") or ()),
-            option_values={k: re.compile(v) for k, v in (spec.get("option_values") or {}).items()},
-        )
+        programs[name] = tuple(
+            _Program(
+                name=name,
+                subcommand=tuple(v.get("subcommand") or ()),
+                args=tuple(re.compile(p) for p in v.get("args") or ()),
+                wraps=tuple(v.get("wraps") or ()),
+                option_values={k: re.compile(p) for k, p in (v.get("option_values") or {}).items()},
+                exact_args=tuple(re.compile(p) for p in v["exact_args"]) if "exact_args" in v else None,
+            )
+            for v in (spec.get("variants") or [spec]))
     return AllowList(forbidden_chars=frozenset(data["forbidden_chars"]), programs=programs)
 
 

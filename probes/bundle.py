@@ -109,6 +109,11 @@ class BundleRead:
     synced_at: float | None = None
     state: dict | None = None
     job_info: dict | None = None
+    gpu_health: dict | None = None
+    """``gpu_health.json`` of the capture: per node, per GPU ECC / retired-page / row-remap
+    measurements and kernel Xid events, each with the raw file and line it was read from."""
+    flight_recorder: dict | None = None
+    """``flight_recorder/summary.json`` of the capture: per rank the collective it waits in."""
     gpu_polls: list[dict] = field(default_factory=list)
     pods: dict | None = None
     stacks: list[tuple[str, str]] = field(default_factory=list)
@@ -724,6 +729,40 @@ def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = 
     return found[0] if found else None
 
 
+@dataclass
+class LiveSignals:
+    """What the captured logs of a live attempt say about a hang, for deciding which evidence to
+    fetch before it disappears (flight-recorder dumps): the first hang-severity signature and the
+    newest trainer progress line (with its timestamp when the line has one)."""
+    hang: Occurrence | None
+    hang_signature: str | None
+    newest_progress_ts: float | None
+    newest_progress_at: str | None     # "<source>:<line>"
+
+
+def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> LiveSignals:
+    from rlhealth.catalog import load_catalog
+    catalog = catalog or load_catalog()
+    read = BundleRead(root=Path("."))
+    scanner = scanner_for(catalog)
+    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
+    for path, rel in files:
+        try:
+            _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
+        except OSError:
+            continue
+    hang, hang_id = None, None
+    for sig_id in sorted(read.signatures):
+        agg = read.signatures[sig_id]
+        first = agg.first
+        if agg.signature.severity == "hang" and first is not None and (hang is None or earlier(first, hang)):
+            hang, hang_id = first, sig_id
+    stamped = [(occ.ts, f"{occ.source}:{occ.line}") for occ in [read.last_trainer_line] if occ is not None and occ.ts is not None]
+    stamped += [(r.ts, f"{r.source}:{r.line}") for r in read.metric_records if r.ts is not None]
+    ts, at = max(stamped) if stamped else (None, None)
+    return LiveSignals(hang=hang, hang_signature=hang_id, newest_progress_ts=ts, newest_progress_at=at)
+
+
 def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
     """Failed probes recorded in capture.json become evidence problems (rules/capture_probes.yaml)."""
     if not isinstance(probes, list):
@@ -741,7 +780,9 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
             continue
         rule = next((r for r in policy["required"] if name.startswith(r["prefix"])), None)
         what = rule["what"] if rule else name
-        read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {str(error)[:200]}",
+        cause, sep, fix = str(error).partition("; next action: ")
+        text = cause[:200] + (f"; next action: {fix[:400]}" if sep else "")
+        read.problems.append(ProblemNote(source=f"{rel}/capture.json", reason=f"probe '{name}' failed ({what}): {text}",
                                          gate=rule["gate"] if rule else "none"))
 
 
@@ -792,7 +833,8 @@ def _read_capture(read: BundleRead, cap: Path) -> None:
             pass
     if isinstance(read.capture, dict):
         _probe_failures(read, rel, read.capture.get("probes"))
-    for name, attr in (("state.json", "state"), ("job.json", "job_info"), ("pods.json", "pods")):
+    for name, attr in (("state.json", "state"), ("job.json", "job_info"), ("pods.json", "pods"),
+                       ("gpu_health.json", "gpu_health"), ("flight_recorder/summary.json", "flight_recorder")):
         p = cap / name
         if p.exists():
             try:

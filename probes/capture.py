@@ -23,7 +23,14 @@ ControllerStateName = Literal[
     "pending", "building", "running", "succeeded", "failed", "killed",
     "worker_failed", "unschedulable", "absent",
 ]
-TERMINAL_STATES = frozenset({"succeeded", "failed", "killed", "worker_failed", "unschedulable", "absent"})
+def _value_sets() -> dict[str, list[str]]:
+    import yaml
+    from importlib import resources
+    return yaml.safe_load(resources.files("rlhealth.rules").joinpath("sets.yaml").read_text(encoding="utf-8"))
+
+
+TERMINAL_STATES = frozenset(_value_sets()["terminal_states"])
+"""The one terminal-state set (rules/sets.yaml terminal_states), shared with the rule base."""
 
 
 def utc_iso(t: datetime) -> str:
@@ -102,13 +109,22 @@ class PlacementInfo(BaseModel):
 
 
 class JobInfo(BaseModel):
-    """``job.json``: what the probe learned about the launch."""
+    """``job.json``: what the probe learned about the launch (docs in README "Live probes").
+
+    ``sources`` names where each value was read: keys are the field paths (``mode_hint``,
+    ``resolved_config``, ``model``, ``hardware.gpu``, ``hardware.gpus_per_node``, ``nodes``,
+    ``launch_args``, ``max_retries``, ``placement``), values ``"<capture-relative file>:<line>"`` or
+    ``"<file>: <config key>"``."""
     model_config = ConfigDict(extra="forbid")
     mode_hint: Literal["agentic", "standard"] | None = None
     resolved_config: dict[str, Any] | None = None
     model: ModelInfo | None = None
     hardware: HardwareInfo | None = None
     placement: PlacementInfo | None = None
+    max_retries: int | None = None          # the launch's gang retry budget (--max-retries K)
+    launch_args: list[str] | None = None    # the launch command line as tokens (batch script / container)
+    nodes: list[str] | None = None          # node (Slurm) or pod (Kubernetes) names of the running attempt
+    sources: dict[str, str] = Field(default_factory=dict)
 
 
 class GpuPoll(BaseModel):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
@@ -36,13 +37,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import yaml
 
-from rlhealth.cli import UsageError, parse_duration
+from rlhealth.probes import live
+from rlhealth.probes.options import ProbeOptions
+from rlhealth.usage import UsageError
 from rlhealth.probes.allowlist import CommandRefused, check_command
-from rlhealth.probes.capture import (CaptureWriter, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
+from rlhealth.probes.capture import (CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
                                      utc_iso)
 from rlhealth.probes.parse import iris as iris_parse
 from rlhealth.probes.parse import kubernetes as kparse
-from rlhealth.probes.parse.nvidia_smi import QUERY_GPU_ARG, parse_compute_apps, parse_query_gpu
+from rlhealth.probes.parse.roles import load_role_table
+from rlhealth.probes.parse import launch as lp
+from rlhealth.probes.parse.nvidia_smi import HEALTH_ARGS, QUERY_GPU_ARG, parse_compute_apps, parse_query_gpu
 
 # Bounds (a capture must stay small and quick whatever the job prints).
 LOG_TAIL_LINES = 20000
@@ -60,6 +65,7 @@ QUERY_GPU_ARGV = ["nvidia-smi", QUERY_GPU_ARG, "--format=csv,noheader"]
 COMPUTE_APPS_ARGV = ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
                      "--format=csv,noheader"]
 PS_ARGV = ["ps", "-eo", "pid,args", "--no-headers", "-ww"]
+DMESG_ARGV = ["dmesg", "--time-format=iso", "--level=err,crit,alert,emerg"]
 RAY_LS_ARGV = ["ls", "-la", "--time-style=full-iso", "--", RAY_LOG_DIR]
 _RAY_FILE_PRIORITY = [re.compile(p) for p in (
     r"^raylet\.(out|err)$", r"^gcs_server\.(out|err)$", r"^python-core-driver-.*\.log$",
@@ -148,10 +154,6 @@ def _make_client(kubeconfig: str | None, context: str | None, temp_dir: str):
 
 # --------------------------------------------------------------------------- data files
 
-@lru_cache(maxsize=1)
-def load_role_table() -> kparse.RoleTable:
-    text = resources.files("rlhealth.rules").joinpath("process_roles.yaml").read_text()
-    return kparse.RoleTable.from_data(yaml.safe_load(text))
 
 
 # --------------------------------------------------------------------------- the session
@@ -183,6 +185,16 @@ def _short(text: str, n: int = 400) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds of an HTTP ``Retry-After`` header on an API error (None when absent or a date)."""
+    headers = getattr(exc, "headers", None) or {}
+    try:
+        value = headers.get("Retry-After") if hasattr(headers, "get") else None
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _api_error(exc: BaseException) -> tuple[str, int | None]:
     """A one-line reason and the HTTP status (None for transport errors)."""
     status = getattr(exc, "status", None)
@@ -203,14 +215,14 @@ def _api_error(exc: BaseException) -> tuple[str, int | None]:
 
 
 class _Probe:
-    def __init__(self, args, now: datetime, writer: CaptureWriter, bundle: Path, job_id: str,
+    def __init__(self, args: ProbeOptions, now: datetime, writer: CaptureWriter, bundle: Path, job_id: str,
                  cluster: str, manifest: dict | None):
         self.args, self.now, self.writer, self.bundle = args, now, writer, bundle
         self.job_id, self.cluster, self.manifest = job_id, cluster, manifest
         self.namespace = args.namespace or "iris"
-        self.deadline = _Deadline(parse_duration(args.deadline))
-        self.command_timeout = parse_duration(args.command_timeout)
-        self.poll_interval = parse_duration(args.poll_interval)
+        self.deadline = _Deadline(args.deadline_s)
+        self.command_timeout = args.command_timeout_s
+        self.poll_interval = args.poll_interval_s
         self.polls = max(1, int(args.polls or 1))
         self.m0 = time.monotonic()
         self.api = self.api_client = self.stream = None
@@ -218,6 +230,7 @@ class _Probe:
         self.exec_timeouts: dict[str, int] = {}
         self.gone: set[str] = set()
         self.roles = load_role_table()
+        self.retry_after: float | None = None
 
     # ---------------------------------------------------------------- clock and records
     def clock(self) -> datetime:
@@ -234,7 +247,8 @@ class _Probe:
             t = utc_iso(self.clock())
             self.writer.record(ProbeRecord(
                 name="deadline", started_at=t, finished_at=t,
-                error=f"probe deadline {self.args.deadline} reached; not started: {what} and everything after it"))
+                error=live.with_fix(f"probe deadline {self.args.deadline_text} reached; not started: {what} and everything after it",
+                                    "deadline", deadline=self.args.deadline_text)))
         return True
 
     def record(self, name: str, started: datetime, *, api: str | None = None, argv: list[str] | None = None,
@@ -267,9 +281,20 @@ class _Probe:
             return None, None, str(exc)
         except Exception as exc:  # noqa: BLE001 - every fault becomes a recorded error
             reason, status = _api_error(exc)
+            self.retry_after = _retry_after(exc)
             api = self.api_client.last_request or self._api_repr(path, params)
-            self.record(name, started, api=api, error=reason)
+            self.record(name, started, api=api, error=self._with_fix(reason, status))
             return None, status, reason
+
+    def _with_fix(self, reason: str, status: int | None) -> str:
+        """The API fault's reason with the fix that ends it (``rules/capture_probes.yaml``)."""
+        context = dict(kubeconfig=self.args.kubeconfig or "the default kubeconfig", context=self.args.context or "(current)",
+                       namespace=self.namespace, status=status,
+                       retry_after=f"{self.retry_after:g}" if self.retry_after is not None else "?")
+        kind = {401: "kube_credentials_expired", 403: "kube_forbidden", 429: "api_throttled"}.get(status or 0)
+        if kind is None and status is not None and status >= 500:
+            kind = "api_unavailable"
+        return live.with_fix(reason, kind, **context) if kind else reason
 
     # ---------------------------------------------------------------- exec
     def exec(self, pod: str, argv: list[str], name: str, output: str | None) -> _ExecOutcome:
@@ -292,6 +317,8 @@ class _Probe:
         outcome = self._exec_ws(pod, argv)
         if outcome.timed_out:
             self.exec_timeouts[pod] = self.exec_timeouts.get(pod, 0) + 1
+            outcome.error = live.with_fix(outcome.error or "timed out", "exec_timeout", pod=pod,
+                                          timeout=f"{self.command_timeout:g}s")
         if outcome.gone:
             self.gone.add(pod)
         written = None
@@ -374,9 +401,12 @@ class _Probe:
             self.api, self.api_client, self.stream = _make_client(kubeconfig, context, self._tmp)
             return True
         except Exception as exc:  # noqa: BLE001
-            self.record("kubeconfig", started,
-                        error=_short(f"cannot load kubeconfig {kubeconfig or '(default)'} context "
-                                     f"{context or '(current)'}: {type(exc).__name__}: {exc}"))
+            where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            readable = bool(kubeconfig is None or os.access(kubeconfig, os.R_OK))
+            kind = "kube_context_missing" if readable and "context" in str(exc).lower() else "kubeconfig_unreadable"
+            self.record("kubeconfig", started, error=live.with_fix(
+                _short(f"cannot load kubeconfig {kubeconfig or '(default)'} context {context or '(current)'}: "
+                       f"{type(exc).__name__}: {exc}", 300), kind, kubeconfig=where))
             return False
 
     def _list_pods(self, name: str, what: str, path: str, query: dict, kwargs: dict, raw: str):
@@ -385,10 +415,18 @@ class _Probe:
         for attempt in range(LIST_ATTEMPTS):
             if self.out_of_time(what):
                 return None, None
+            self.retry_after = None
             body, status, _err = self.rest(name, "list_namespaced_pod", path, query, kwargs, raw)
             if body is not None or (status is not None and status < 500 and status != 429):
                 break
-            time.sleep(min(2 ** attempt, max(0.0, self.deadline.remaining() - 1)))
+            wait = self.retry_after if status == 429 and self.retry_after is not None else 2 ** attempt
+            if attempt + 1 < LIST_ATTEMPTS and wait >= self.deadline.remaining() - 1:
+                t = utc_iso(self.clock())
+                self.writer.record(ProbeRecord(name=name, started_at=t, finished_at=t, error=self._with_fix(
+                    f"not retried: the server asks to wait {wait:g}s, more than is left of --deadline "
+                    f"{self.args.deadline_text}", status)))
+                break
+            time.sleep(min(wait, max(0.0, self.deadline.remaining() - 1)))
         if body is None:
             return None, None
         try:
@@ -554,14 +592,105 @@ class _Probe:
         if self.polls == 1:
             self.stacks_and_ray_logs(targets, ps_rows)
         self.writer.write_jsonl("gpu_polls.jsonl", rows)
-        self.job_info(targets, inventory)
+        self.gpu_health(targets)
+        self.flight_recorder(targets, ps_rows)
+        launch = self.launch(targets, ps_rows)
+        self.job_info(targets, inventory, launch)
+
+    def gpu_health(self, targets: list[kparse.PodInfo]) -> None:
+        """``nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`` and the kernel log (Xid) once per pod."""
+        sources = []
+        for pod in targets:
+            if self.out_of_time(f"GPU health of {pod.name}"):
+                break
+            h = self.exec(pod.name, ["nvidia-smi", *HEALTH_ARGS], "exec:nvidia-smi-health",
+                          f"raw/exec/{pod.name}/nvidia-smi-health.txt")
+            if self.out_of_time(f"kernel log of {pod.name}"):
+                break
+            k = self.exec(pod.name, DMESG_ARGV, "exec:dmesg", f"raw/exec/{pod.name}/dmesg.txt")
+            sources.append((pod.name, f"raw/exec/{pod.name}/nvidia-smi-health.txt" if h.exit_code == 0 else None,
+                            f"raw/exec/{pod.name}/dmesg.txt" if k.exit_code == 0 else None))
+        live.write_gpu_health(self.writer.dir, [s for s in sources if s[1] or s[2]])
+
+    def flight_recorder(self, targets: list[kparse.PodInfo], ps_rows: dict[str, list[dict]]) -> None:
+        """The NCCL flight-recorder dumps of the trainer processes, fetched read-only when the pod logs
+        show a hang signature or a stall (``rules/live_evidence.yaml``), and their summary."""
+        logs = [(self.writer.dir / "pod_logs" / f"{p.name}.log", f"pod_logs/{p.name}.log") for p in targets]
+        reason, measured = live.flight_recorder_reason([(p, r) for p, r in logs if p.is_file()], self.now.timestamp())
+        live.record_decision(self.writer, utc_iso(self.clock()), reason, measured)
+        if reason is None:
+            return
+        seen: set[str] = set()
+        prefix_written = False
+        for pod in targets:
+            pids = [row["pid"] for row in ps_rows.get(pod.name) or []
+                    if self.roles.role_of(row["args"]) in ("policy", "driver")]
+            if not pids or self.out_of_time(f"flight recorder of {pod.name}"):
+                continue
+            env = self.exec(pod.name, ["cat", "--", f"/proc/{pids[0]}/environ"], "exec:trainer-environment", None)
+            kept, prefix = live.nccl_env(env.stdout) if env.exit_code == 0 else ({}, live.policy()["flight_recorder"]["default_prefix"])
+            if env.exit_code == 0:
+                self.writer.write_bytes(f"raw/exec/{pod.name}/nccl_env_{pids[0]}.txt",
+                                        "".join(f"{k}={v}\n" for k, v in sorted(kept.items())).encode())
+            if not prefix_written:
+                self.writer.write_bytes(f"{live.FR_DIR}/prefix.txt", (prefix + "\n").encode())
+                prefix_written = True
+            directory = posixpath.dirname(prefix) or "/"
+            ls = self.exec(pod.name, ["ls", "-la", "--time-style=full-iso", "--", directory], "exec:flight-recorder-ls",
+                           f"raw/exec/{pod.name}/fr_ls.txt")
+            if ls.exit_code != 0:
+                continue
+            for path in live.dump_files(kparse.parse_ls_full_iso(ls.stdout.decode("utf-8", "replace")), prefix):
+                name = posixpath.basename(path)
+                if name in seen or self.out_of_time(f"flight-recorder dump {name}"):
+                    continue
+                seen.add(name)
+                self.exec(pod.name, ["head", "-c", str(live.max_dump_bytes()), "--", path],
+                          "exec:flight-recorder-dump", f"{live.FR_DIR}/dumps/{name}")
+        if live.write_flight_recorder_summary(self.writer.dir) is not None:
+            started = self.clock()
+            why = live.run_fr_trace(self.writer.dir)
+            self.record("fr_trace", started, output=None if why else f"{live.FR_DIR}/fr_trace.txt", error=why)
+
+    def launch(self, targets: list[kparse.PodInfo], ps_rows: dict[str, list[dict]]) -> list[tuple[str, int | None, str]]:
+        """The launch arguments of the trainer (driver) pod: its task container's command and args as
+        the API returned them (``pods.json``), the driver process's own command line
+        (``/proc/<pid>/cmdline``), and the resolved configuration file they name, copied into ``config/``."""
+        driver = next((p for p in targets if p.rank == 0), targets[0] if targets else None)
+        if driver is None:
+            return []
+        args: list[tuple[str, int | None, str]] = []
+        try:
+            pod_list = json.loads((self.writer.dir / "pods.json").read_text())
+        except (OSError, ValueError):
+            pod_list = {}
+        for pod in pod_list.get("items") or []:
+            if (pod.get("metadata") or {}).get("name") == driver.name:
+                args += [(t, None, f"pods.json {driver.name} container {kparse.TASK_CONTAINER}")
+                         for t in lp.container_args(pod, kparse.TASK_CONTAINER)]
+        pids = [row["pid"] for row in ps_rows.get(driver.name) or [] if self.roles.role_of(row["args"]) == "driver"]
+        if pids and not self.out_of_time(f"command line of {driver.name}"):
+            rel = f"raw/exec/{driver.name}/cmdline_{pids[0]}.txt"
+            out = self.exec(driver.name, ["cat", "--", f"/proc/{pids[0]}/cmdline"], "exec:driver-cmdline", rel)
+            if out.exit_code == 0:
+                args += [(t, None, rel) for t in out.stdout.decode("utf-8", "replace").split("\0") if t]
+        for path in lp.config_paths([t for t, _, _ in args]):
+            if self.out_of_time(f"resolved config {path}"):
+                break
+            name = posixpath.basename(path)
+            out = self.exec(driver.name, ["head", "-c", str(lp.MAX_CONFIG_BYTES), "--", path], "exec:resolved-config",
+                            f"config/{name}" if name in lp.CONFIG_FILES else f"config/resolved_config{posixpath.splitext(name)[1]}")
+            if out.exit_code == 0:
+                break
+        return args
 
     def _note_deadline(self, what: str) -> bool:
         if not self.deadline_noted:
             self.deadline_noted = True
             t = utc_iso(self.clock())
             self.writer.record(ProbeRecord(name="deadline", started_at=t, finished_at=t,
-                                           error=f"probe deadline {self.args.deadline} leaves no time for: {what}"))
+                                           error=live.with_fix(f"probe deadline {self.args.deadline_text} leaves no time for: {what}",
+                                                               "deadline", deadline=self.args.deadline_text)))
         return True
 
     def poll(self, pod: str, i: int, inventory: list[dict], ps: list[dict]) -> list[GpuPoll]:
@@ -602,14 +731,36 @@ class _Probe:
                 self.exec(pod.name, ["tail", "-c", str(RAY_TAIL_BYTES), "--", f"{RAY_LOG_DIR}/{name}"],
                           "exec:ray-log-tail", f"ray_vllm_logs/{pod.name}/{name}")
 
-    def job_info(self, targets: list[kparse.PodInfo], inventory: dict[str, list[dict]]) -> None:
-        names = [row["name"] for rows in inventory.values() for row in rows]
-        hardware = None
-        if names:
-            per_node = max(len(rows) for rows in inventory.values())
+    def job_info(self, targets: list[kparse.PodInfo], inventory: dict[str, list[dict]],
+                 launch: list[tuple[str, int | None, str]]) -> None:
+        info = JobInfo()
+        sources: dict[str, str] = {}
+        rows = [(pod, rows) for pod, rows in inventory.items() if rows]
+        if rows:
+            per_node = max(len(r) for _, r in rows)
             nodes = len({p.node or p.name for p in targets})
-            hardware = HardwareInfo(gpu=kparse.gpu_class(names[0]), gpus_per_node=per_node, nodes=nodes)
-        self.writer.write_json("job.json", JobInfo(hardware=hardware))
+            info.hardware = HardwareInfo(gpu=kparse.gpu_class(rows[0][1][0]["name"]), gpus_per_node=per_node, nodes=nodes)
+            sources["hardware.gpu"] = f"raw/exec/{rows[0][0]}/nvidia-smi.inventory.csv:1"
+            sources["hardware.gpus_per_node"] = ", ".join(f"raw/exec/{pod}/nvidia-smi.inventory.csv" for pod, _ in rows)
+        if targets:
+            info.nodes = [p.name for p in targets]
+            sources["nodes"] = "pods.json"
+        config, config_rel = live.read_config(self.writer.dir)
+        live.launch_into(info, sources, config, config_rel, launch)
+        info.sources = dict(sorted(sources.items()))
+        self.writer.write_json("job.json", info)
+        self._retry_budget_into_state(info)
+
+    def _retry_budget_into_state(self, info: JobInfo) -> None:
+        """A controller state derived from pods has no retry budget; the launch's ``--max-retries``
+        (job.json ``max_retries``) is the budget the restarts are counted against."""
+        path = self.writer.dir / "state.json"
+        if info.max_retries is None or not path.is_file():
+            return
+        state = ControllerState.model_validate_json(path.read_text())
+        if state.max_retries is None:
+            state.max_retries = info.max_retries
+            self.writer.write_json("state.json", state)
 
 
 def _pick_ray_files(entries: list[dict]) -> list[str]:
@@ -654,7 +805,7 @@ def bundle_dir(bundle_root: Path, cluster: str, job_id: str) -> Path:
     return Path(bundle_root).expanduser() / "jobs" / cluster / user / job
 
 
-def capture(args, *, now: datetime | None = None) -> Path:
+def capture(args: ProbeOptions, *, now: datetime | None = None) -> Path:
     """Capture one Iris job's live evidence into its bundle; return the bundle directory.
 
     Raises ``UsageError`` only for bad arguments; every cluster-side fault is recorded.
@@ -668,8 +819,6 @@ def capture(args, *, now: datetime | None = None) -> Path:
     cluster = args.cluster or ""
     if not cluster or "/" in cluster or cluster in (".", ".."):
         raise UsageError("--cluster: the Iris cluster name is required for --backend iris (e.g. cw-us-east-02a)")
-    for name in ("deadline", "command_timeout", "poll_interval"):
-        parse_duration(getattr(args, name))  # UsageError on a bad duration
     bundle = bundle_dir(args.bundle_root, cluster, job_id)
     manifest = None
     manifest_path = bundle / "manifest.json"

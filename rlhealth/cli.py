@@ -9,22 +9,13 @@ import argparse
 import json
 import sys
 import traceback
-from datetime import datetime, timezone
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
 from rlhealth.durable_loader import EngineUnavailable
-
-EXIT_NO_KILL = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_KILL = 10
-EXIT_ERROR = 20
-VERDICT_EXIT = {"NO-KILL": EXIT_NO_KILL, "KILL": EXIT_KILL, "ERROR": EXIT_ERROR}
-
-
-class UsageError(Exception):
-    """Bad command-line input (exit 2)."""
+from rlhealth.usage import (EXIT_ERROR, EXIT_INTERNAL, EXIT_KILL, EXIT_NO_KILL, EXIT_USAGE,  # noqa: F401
+                           VERDICT_EXIT, UsageError, parse_duration, parse_now)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,34 +23,6 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         print(f"rlhealth: usage error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
-
-
-def parse_now(text: str | None) -> datetime:
-    if text is None:
-        return datetime.now(timezone.utc)
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise UsageError(f"--now: not an ISO-8601 time: {text!r}") from exc
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    return t.astimezone(timezone.utc)
-
-
-def parse_duration(text: str) -> float:
-    """``90s``, ``30m``, ``2h``, ``1d`` or plain seconds -> seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    t = text.strip().lower()
-    try:
-        if t and t[-1] in units:
-            value = float(t[:-1]) * units[t[-1]]
-        else:
-            value = float(t)
-    except ValueError as exc:
-        raise UsageError(f"not a duration: {text!r} (use e.g. 30m, 2h, 90s)") from exc
-    if value <= 0:
-        raise UsageError(f"duration must be positive: {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", type=Path)
     p.add_argument("--context")
     p.add_argument("--namespace", default="iris")
-    p.add_argument("--polls", type=int, default=3, help="iris: GPU polls per pod (default 3)")
-    p.add_argument("--poll-interval", default="10s", help="iris: spacing of GPU polls (default 10s)")
+    p.add_argument("--polls", type=int, default=3, help="GPU polls per pod (iris) / node (slurm) (default 3)")
+    p.add_argument("--poll-interval", default="10s", help="spacing of GPU polls (default 10s)")
     output_args(p)
 
     a = sub.add_parser("audit", help="read-only audit of a terminal run and its completion record")
@@ -138,12 +101,25 @@ def _cmd_diagnose(args, bundle: Path, now: datetime) -> int:
     return VERDICT_EXIT[report.verdict]
 
 
+def probe_options(args):
+    """The typed options a probe takes, from the parsed ``probe`` command line."""
+    from rlhealth.probes.options import ProbeOptions
+
+    return ProbeOptions.from_flags(
+        backend=args.backend, job=args.job, bundle_root=args.bundle_root, deadline=args.deadline,
+        command_timeout=args.command_timeout, poll_interval=args.poll_interval, polls=args.polls,
+        cluster=args.cluster, host=args.host, experiment_dir=args.experiment_dir, ssh_config=args.ssh_config,
+        known_hosts=args.known_hosts, kubeconfig=args.kubeconfig, context=args.context,
+        namespace=args.namespace or "iris")
+
+
 def _cmd_probe(args, now: datetime) -> int:
+    options = probe_options(args)
     if args.backend == "slurm":
         from rlhealth.probes import slurm as backend
     else:
         from rlhealth.probes import kubernetes as backend
-    bundle = backend.capture(args, now=now)
+    bundle = backend.capture(options, now=now)
     return _cmd_diagnose(args, bundle, now)
 
 

@@ -225,6 +225,38 @@ class GpuRoleMeasured(Fact):
     mean_util_pct: float | None = None
 
 
+class GpuHealthMeasured(Fact):
+    """GPU health queried once per node (nvidia-smi ECC / page retirement / row remapping)."""
+    kind: Literal["gpu_health"] = "gpu_health"
+    hosts: int
+    gpus: int
+    ecc_volatile_uncorrectable: int = 0
+    """Uncorrectable volatile ECC errors summed over every GPU."""
+    remapping_failure_gpus: int = 0
+    remap_pending_gpus: int = 0
+    retire_pending_gpus: int = 0
+
+
+class GpuXidMeasured(Fact):
+    """NVRM Xid events of one Xid code in the nodes' kernel logs."""
+    kind: Literal["gpu_xid"] = "gpu_xid"
+    xid: str
+    count: int
+    hosts: int
+
+
+class FlightRecorderMeasured(Fact):
+    """The NCCL flight-recorder dumps fetched from a live job: which ranks wait in which collective."""
+    kind: Literal["flight_recorder"] = "flight_recorder"
+    readable_ranks: int
+    stuck_ranks: int
+    """Ranks with a pending (started, never completed) collective."""
+    behind_ranks: int
+    """Ranks whose last enqueued collective is behind the highest any rank of their group enqueued."""
+    collective: str | None = None
+    seq: int | None = None
+
+
 class StacksMeasured(Fact):
     kind: Literal["stacks"] = "stacks"
     count: int
@@ -346,6 +378,8 @@ class ProblemMeasured(Fact):
     source: str
     reason: str
     gate: str
+    fix: str | None = None
+    """The fix the probe named for this failure (the text after "; next action: ")."""
 
 
 class GateSlot(Fact):
@@ -359,8 +393,8 @@ class GateSlot(Fact):
 
 # Which measurement kinds each gate reads (named when no rule concluded on a gate).
 GATE_INPUTS = {
-    "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "problem"),
-    "resources": ("engines", "throughput", "gpu_role", "pods", "signature", "problem"),
+    "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "flight_recorder", "problem"),
+    "resources": ("engines", "throughput", "gpu_role", "gpu_health", "gpu_xid", "pods", "signature", "problem"),
     "rollouts": ("job", "trials", "std_rollouts", "problem"),
     "dynamics": ("trainer", "dynamics", "problem"),
     "restarts": ("restarts",),
@@ -377,7 +411,7 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
     JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, ThroughputMeasured,
-    GpuRoleMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StdRolloutsMeasured, DynamicsMeasured,
+    GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}
 
 

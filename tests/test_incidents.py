@@ -108,7 +108,8 @@ def _assert_derivation_reaches_evidence(doc):
 
 
 def _assert_quote_is_the_line(d, ev):
-    """A quote with a line number and no summary flag is that line as read (cleaned, redacted, cut)."""
+    """A quote with a line number and no summary flag is that line as read (cleaned, redacted, cut;
+    leading and trailing blanks aside)."""
     from rlhealth.probes.textio import clean_line, quote
     if ev.get("summary") or not ev.get("line"):
         return
@@ -116,7 +117,7 @@ def _assert_quote_is_the_line(d, ev):
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, start=1):
             if n == ev["line"]:
-                assert ev["text"] == quote(clean_line(raw)), (ev, clean_line(raw)[:200])
+                assert ev["text"].strip() == quote(clean_line(raw)).strip(), (ev, clean_line(raw)[:200])
                 return
     raise AssertionError(f"{ev['source']} has no line {ev['line']}")
 

@@ -9,13 +9,12 @@ that derivation on its probe record. No pods and no controller record means ``ab
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Iterable, get_args
 
-from rlhealth.probes.capture import TERMINAL_STATES, Attempt, ControllerState
+from rlhealth.probes.capture import TERMINAL_STATES, Attempt, ControllerState, ControllerStateName
 from rlhealth.probes.parse.kubernetes import PodInfo
 
-IRIS_STATES = {"pending", "building", "running", "succeeded", "failed", "killed", "worker_failed",
-               "unschedulable"}
+IRIS_STATES = set(get_args(ControllerStateName)) - {"absent"}  # the controller vocabulary (contract §2.2)
 _ALIASES = {"unspecified": "pending", "terminated": "killed", "worker failed": "worker_failed",
             "worker-failed": "worker_failed"}
 

@@ -17,7 +17,10 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Iterable
+
+from rlhealth.probes.parse.nvidia_smi import gpu_class, parse_gpu_inventory  # noqa: F401 (re-exported)
+from rlhealth.probes.parse.roles import RoleTable, gpu_roles, process_roles  # noqa: F401 (re-exported)
 
 JOB_ID_RE = re.compile(r"^/([^/\s]+)/([^/\s]+)$")
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
@@ -218,20 +221,6 @@ def parse_ps(text: str) -> list[dict]:
     return rows
 
 
-def parse_gpu_inventory(text: str) -> list[dict]:
-    """``nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`` -> ``[{"gpu", "uuid", "name"}]``.
-
-    ``name`` is last so a GPU name containing commas survives.
-    """
-    rows = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",", 2)]
-        if len(cells) < 3 or not cells[0].isdigit():
-            continue
-        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": cells[2]})
-    return rows
-
-
 _LS_FULL_ISO = re.compile(
     r"^(?P<mode>[-dlcbps][-rwxsStT]{9})[.+@]?\s+\d+\s+\S+\s+\S+\s+(?P<size>\d+)\s+"
     r"(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s+(?P<tz>[+-]\d{4})\s+(?P<name>.+)$")
@@ -254,96 +243,3 @@ def parse_ls_full_iso(text: str) -> list[dict]:
         rows.append({"name": name, "size": int(m["size"]), "mtime": mtime,
                      "type": {"-": "file", "d": "dir", "l": "link"}.get(m["mode"][0], "other")})
     return rows
-
-
-# --------------------------------------------------------------------------- roles
-
-@dataclass
-class RoleTable:
-    """Process -> role mapping, loaded from ``rules/process_roles.yaml``."""
-    rules: list[tuple[str, re.Pattern, bool]] = field(default_factory=list)  # (role, pattern, gpu_role)
-    stack_roles: frozenset[str] = frozenset()
-    max_stacks_per_pod: int = 8
-
-    @classmethod
-    def from_data(cls, data: dict[str, Any]) -> "RoleTable":
-        rules = []
-        for entry in data.get("roles") or []:
-            for pat in entry.get("patterns") or []:
-                rules.append((entry["role"], re.compile(pat), bool(entry.get("gpu_role", True))))
-        return cls(rules=rules, stack_roles=frozenset(data.get("stack_roles") or []),
-                   max_stacks_per_pod=int(data.get("max_stacks_per_pod", 8)))
-
-    def role_of(self, text: str) -> str | None:
-        for role, pat, _ in self.rules:
-            if pat.search(text or ""):
-                return role
-        return None
-
-    def gpu_roles(self) -> set[str]:
-        return {role for role, _, gpu in self.rules if gpu}
-
-
-def process_roles(ps_rows: list[dict], table: RoleTable) -> dict[int, str]:
-    """pid -> role for every process whose args match the table."""
-    out = {}
-    for row in ps_rows:
-        role = table.role_of(row["args"])
-        if role:
-            out[row["pid"]] = role
-    return out
-
-
-def gpu_roles(inventory: list[dict], apps: list[dict], ps_rows: list[dict],
-              table: RoleTable) -> dict[int, tuple[str, list[str]]]:
-    """GPU index -> (role, process descriptions) from compute apps joined with ``ps``.
-
-    A GPU whose processes all map to one GPU role (``policy`` / ``inference``) gets it;
-    none, or a mix of roles (colocated), gives ``unknown``. The process list is kept either way.
-    """
-    by_uuid = {row["uuid"]: row["gpu"] for row in inventory}
-    args_by_pid = {row["pid"]: row["args"] for row in ps_rows}
-    allowed = table.gpu_roles()
-    procs: dict[int, list[str]] = {}
-    roles: dict[int, set[str]] = {}
-    for app in apps:
-        gpu = by_uuid.get(app["gpu_uuid"])
-        if gpu is None:
-            continue
-        args = args_by_pid.get(app["pid"]) or app.get("process_name") or ""
-        role = table.role_of(args) or table.role_of(app.get("process_name") or "")
-        procs.setdefault(gpu, []).append(f"{app['pid']} {args}".strip())
-        roles.setdefault(gpu, set())
-        if role in allowed:
-            roles[gpu].add(role)
-        else:
-            roles[gpu].add("unknown")
-    out = {}
-    for row in inventory:
-        gpu = row["gpu"]
-        rs = roles.get(gpu, set())
-        role = next(iter(rs)) if len(rs) == 1 and "unknown" not in rs else "unknown"
-        out[gpu] = (role, procs.get(gpu, []))
-    return out
-
-
-# --------------------------------------------------------------------------- hardware
-
-_GPU_NAMES = [
-    (re.compile(r"GH200", re.I), "GH200-96GB"),
-    (re.compile(r"GB200", re.I), "GB200"),
-    (re.compile(r"H200", re.I), "H200-141GB"),
-    (re.compile(r"B200", re.I), "B200-180GB"),
-    (re.compile(r"H100.*(PCIe)", re.I), "H100-80GB-PCIe"),
-    (re.compile(r"H100", re.I), "H100-80GB-SXM"),
-    (re.compile(r"A100.*80", re.I), "A100-80GB"),
-    (re.compile(r"A100", re.I), "A100-40GB"),
-]
-
-
-def gpu_class(name: str) -> str:
-    """nvidia-smi product name -> the contract's hardware class (``NVIDIA H100 80GB HBM3`` -> ``H100-80GB-SXM``)."""
-    for pat, cls in _GPU_NAMES:
-        if pat.search(name):
-            return cls
-    return name.strip() or "unknown"

@@ -75,3 +75,144 @@ def parse_compute_apps(text: str) -> list[dict]:
         rows.append({"gpu_uuid": cells[0], "pid": int(pid), "process_name": ",".join(cells[2:-1]),
                      "used_memory_mib": int(mem) if mem is not None else None})
     return rows
+
+
+def parse_gpu_inventory(text: str) -> list[dict]:
+    """``nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`` -> ``[{"gpu", "uuid", "name"}]``.
+
+    ``name`` is last so a GPU name containing commas survives.
+    """
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",", 2)]
+        if len(cells) < 3 or not cells[0].isdigit():
+            continue
+        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": cells[2]})
+    return rows
+
+
+_GPU_NAMES = [
+    (re.compile(r"GH200", re.I), "GH200-96GB"),
+    (re.compile(r"GB200", re.I), "GB200"),
+    (re.compile(r"H200", re.I), "H200-141GB"),
+    (re.compile(r"B200", re.I), "B200-180GB"),
+    (re.compile(r"H100.*(PCIe)", re.I), "H100-80GB-PCIe"),
+    (re.compile(r"H100", re.I), "H100-80GB-SXM"),
+    (re.compile(r"A100.*80", re.I), "A100-80GB"),
+    (re.compile(r"A100", re.I), "A100-40GB"),
+]
+
+
+def gpu_class(name: str) -> str:
+    """nvidia-smi product name -> the contract's hardware class (``NVIDIA H100 80GB HBM3`` -> ``H100-80GB-SXM``)."""
+    for pat, cls in _GPU_NAMES:
+        if pat.search(name):
+            return cls
+    return name.strip() or "unknown"
+
+
+# ---- GPU health: ``nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`` and kernel Xid lines -----
+
+QUERY_INVENTORY_ARG = "--query-gpu=index,uuid,name"
+QUERY_APPS_ARG = "--query-compute-apps=" + ",".join(QUERY_APPS_FIELDS)
+HEALTH_ARGS = ["-q", "-d", "ECC,PAGE_RETIREMENT,ROW_REMAPPER"]
+
+_GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
+_SECTION = re.compile(r"^(\s*)(\S.*?)\s*$")
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)\b")
+
+# measurement -> (section path prefix, leaf test); values are summed over the matching leaves
+_COUNTERS = {
+    "ecc_volatile_uncorrectable": (("ECC Errors", "Volatile"), "uncorrectable"),
+    "ecc_volatile_correctable": (("ECC Errors", "Volatile"), "correctable"),
+    "ecc_aggregate_uncorrectable": (("ECC Errors", "Aggregate"), "uncorrectable"),
+    "ecc_aggregate_correctable": (("ECC Errors", "Aggregate"), "correctable"),
+    "retired_pages_single_bit": (("Retired Pages",), "single bit ecc"),
+    "retired_pages_double_bit": (("Retired Pages",), "double bit ecc"),
+    "remapped_rows_correctable": (("Remapped Rows",), "correctable error"),
+    "remapped_rows_uncorrectable": (("Remapped Rows",), "uncorrectable error"),
+}
+_FLAGS = {
+    "retired_pages_pending": (("Retired Pages",), "pending page blacklist"),
+    "remapped_rows_pending": (("Remapped Rows",), "pending"),
+    "remapping_failure": (("Remapped Rows",), "remapping failure occurred"),
+}
+
+
+def _leaf_matches(path: tuple[str, ...], prefix: tuple[str, ...], leaf: str) -> bool:
+    """True for a leaf under ``prefix`` named ``leaf``; ECC counters of the older layout
+    (``Volatile > Double Bit > Device Memory``) count as uncorrectable, ``Single Bit`` as correctable."""
+    low = [p.lower() for p in path]
+    if [p.lower() for p in path[:len(prefix)]] != [p.lower() for p in prefix]:
+        return False
+    name = low[-1]
+    if leaf in ("uncorrectable", "correctable") and prefix[0] == "ECC Errors":
+        if "total" in name or "aggregate" == name:
+            return False
+        parents = low[len(prefix):-1]
+        if "double bit" in parents and leaf == "uncorrectable":
+            return True
+        if "single bit" in parents and leaf == "correctable":
+            return True
+        return name.endswith(leaf) and not (leaf == "correctable" and name.endswith("uncorrectable"))
+    return name == leaf
+
+
+def parse_gpu_health(text: str) -> list[dict]:
+    """Per GPU (in file order): ``{"gpu": index, "bus_id", "<measurement>": int | bool | None, ...,
+    "evidence": {"<measurement>": [line numbers]}}`` for the counters and flags above.
+
+    A counter is the sum of its leaves (``N/A`` leaves are skipped; None when every leaf is N/A or
+    absent); a flag is True when any of its leaves says ``Yes``. Line numbers are 1-based.
+    """
+    gpus: list[dict] = []
+    cur: dict | None = None
+    stack: list[tuple[int, str]] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        m = _GPU_HEADER.match(line)
+        if m:
+            cur = {"gpu": len(gpus), "bus_id": m.group(1), "evidence": {}}
+            for key in _COUNTERS:
+                cur[key] = None
+            for key in _FLAGS:
+                cur[key] = None
+            gpus.append(cur)
+            stack = []
+            continue
+        if cur is None:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        kv = _KV.match(line)
+        if kv is None or kv.group(3) == "":
+            name = (kv.group(2) if kv else line).strip()
+            stack.append((indent, name))
+            continue
+        path = tuple(name for _, name in stack) + (kv.group(2).strip(),)
+        value = kv.group(3).strip()
+        for key, (prefix, leaf) in _COUNTERS.items():
+            if _leaf_matches(path, prefix, leaf):
+                number = _number(value)
+                if number is not None:
+                    cur[key] = int((cur[key] or 0) + number)
+                    cur["evidence"].setdefault(key, []).append(lineno)
+        for key, (prefix, leaf) in _FLAGS.items():
+            if _leaf_matches(path, prefix, leaf) and value.lower() in ("yes", "no"):
+                cur[key] = bool(cur[key]) or value.lower() == "yes"
+                cur["evidence"].setdefault(key, []).append(lineno)
+    return gpus
+
+
+def parse_xid_lines(text: str) -> list[dict]:
+    """``NVRM: Xid (PCI:0000:18:00): 79, pid=..., ...`` kernel lines -> ``[{"line", "pci", "xid", "text"}]``."""
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        m = _XID.search(raw)
+        if m:
+            out.append({"line": lineno, "pci": m.group(1), "xid": int(m.group(2)), "text": raw.strip()[:500]})
+    return out

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+
+from rlhealth.probes.capture import TERMINAL_STATES
+from rlhealth.probes.parse.timestamps import iso, parse_iso
 
 # ---- state vocabulary (marin-artifacts §4.4) --------------------------------------------------
 
@@ -38,10 +40,8 @@ _STATE_MAP = {
     "SPECIAL_EXIT": "failed",
     "REVOKED": "killed",
 }
-TERMINAL_SLURM_STATES = frozenset({
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
-    "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED",
-})
+# Slurm states whose controller-vocabulary state is terminal (the one terminal set: capture.TERMINAL_STATES)
+TERMINAL_SLURM_STATES = frozenset(raw for raw, mapped in _STATE_MAP.items() if mapped in TERMINAL_STATES)
 
 
 def base_state(raw: str | None) -> str:
@@ -68,14 +68,13 @@ def map_state(raw: str | None) -> str:
 
 def parse_time(value: str | None) -> str | None:
     """Slurm ``%FT%T`` (local time of the cluster; rendered as UTC, the only zone we know) ->
-    ISO-8601 ``...Z``; ``Unknown``/``None``/``N/A``/empty -> None."""
+    ISO-8601 ``...Z``; ``Unknown``/``None``/``N/A``/empty -> None. Parsed by the one time parser
+    (``probes/parse/timestamps.py``)."""
     if not value or value.strip() in ("Unknown", "None", "N/A", "(null)", "0"):
         return None
-    try:
-        t = datetime.strptime(value.strip(), "%Y-%m-%dT%H:%M:%S")
-    except ValueError:
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", value.strip()):
         return None
-    return t.replace(tzinfo=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso(parse_iso(value.strip()))
 
 
 def parse_exit_code(value: str | None) -> tuple[int | None, int | None]:
@@ -173,6 +172,19 @@ def scontrol_user(value: str | None) -> str | None:
     if not value:
         return None
     return value.split("(", 1)[0] or None
+
+
+# ---- ps -eo pid,ppid,etimes,args -ww -------------------------------------------------------------
+
+def parse_ps_tree(text: str) -> dict[int, tuple[int, int, str]]:
+    """``ps -eo pid,ppid,etimes,args -ww`` -> ``{pid: (ppid, elapsed seconds, args)}`` (header and
+    unparseable lines skipped)."""
+    procs: dict[int, tuple[int, int, str]] = {}
+    for raw in text.splitlines():
+        parts = raw.split(None, 3)
+        if len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit():
+            procs[int(parts[0])] = (int(parts[1]), int(parts[2]) if parts[2].isdigit() else 0, parts[3])
+    return procs
 
 
 # ---- squeue -h --format=%i,%T,%j ---------------------------------------------------------------

@@ -22,10 +22,9 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-EXIT_COMPLETE = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_BLOCKED = 20
+from rlhealth.usage import EXIT_AUDIT_BLOCKED as EXIT_BLOCKED
+from rlhealth.usage import EXIT_AUDIT_COMPLETE as EXIT_COMPLETE
+from rlhealth.usage import EXIT_INTERNAL, EXIT_USAGE  # noqa: F401  (one set of exit statuses, rlhealth.usage)
 
 
 def render_json(record: dict) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from rlhealth.catalog import Catalog
 from rlhealth.facts import GATES, REPORTED_APART, gate_slot
 from rlhealth.observers.base import Observation
-from rlhealth.observers import (dynamics, engines, gpus, job, pods, problems, restarts, rollouts_std, signatures,
-                                stacks, trainer, trials)
+from rlhealth.observers import (dynamics, engines, gpus, hardware, job, pods, problems, restarts, rollouts_std,
+                                signatures, stacks, trainer, trials)
 from rlhealth.probes.bundle import BundleRead
 
 __all__ = ["Observation", "observe"]
@@ -28,6 +28,7 @@ def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
     engines.observe(obs)
     gpus.observe(obs)
     stacks.observe(obs)
+    hardware.observe(obs)
     pods.observe(obs)
     trials.observe(obs)
     rollouts_std.observe(obs)

@@ -8,6 +8,7 @@ from rlhealth.probes.textio import quote
 
 def observe(obs: Observation) -> None:
     for i, problem in enumerate(obs.read.problems):
-        obs.add(ProblemMeasured(fact_id=f"problem:{i}", source=problem.source, reason=problem.reason,
+        reason, _, fix = problem.reason.partition("; next action: ")
+        obs.add(ProblemMeasured(fact_id=f"problem:{i}", source=problem.source, reason=reason, fix=fix.strip() or None,
                                 gate=problem.gate,
                                 evidence=(Evidence(source=problem.source, text=quote(problem.reason), summary=True),)))

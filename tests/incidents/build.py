@@ -1386,6 +1386,93 @@ def terminal_chain_same_failure(b_root):
                 description="A failed job whose three attempts all died on the same AssertionError: terminal, deterministic.")
 
 
+def gpu_health_doc(*, ecc=0, remap_failure=False, xid=None):
+    gpus = [{"gpu": g, "bus_id": f"00000000:{0x18 + g:02X}:00.0", "ecc_volatile_uncorrectable": ecc if g == 2 else 0,
+             "ecc_volatile_correctable": 0, "ecc_aggregate_uncorrectable": ecc if g == 2 else 0, "ecc_aggregate_correctable": 3,
+             "retired_pages_single_bit": 0, "retired_pages_double_bit": 0, "remapped_rows_correctable": 0,
+             "remapped_rows_uncorrectable": 1 if remap_failure and g == 2 else 0, "retired_pages_pending": False,
+             "remapped_rows_pending": False, "remapping_failure": remap_failure and g == 2,
+             "evidence": ({"ecc_volatile_uncorrectable": [{"source": "nodes/gd92c00/gpu_health.txt", "line": 12 + 40 * g,
+                                                           "text": f"DRAM Uncorrectable        : {ecc}"}]} if ecc and g == 2 else {})}
+            for g in range(4)]
+    xids = [{"source": "nodes/gd92c00/kernel.log", "line": 1, "pci": "0000:1a:00", "xid": xid,
+             "text": f"2026-08-01T13:58:02,412345+00:00 NVRM: Xid (PCI:0000:1a:00): {xid}, pid=5120, name=python, "
+                     "GPU has fallen off the bus."}] if xid else []
+    return {"hosts": [{"host": "gd92c00", "source": "nodes/gd92c00/gpu_health.txt", "gpus": gpus,
+                       "xid_source": "nodes/gd92c00/kernel.log", "xid": xids}]}
+
+
+def healthy_live(b_root, health):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", training_log(15))
+    b.capture(at(151), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []},
+              polls=polls({"policy": 87.0, "inference": 64.0}, start=at(150)),
+              files={"gpu_health.json": json.dumps(health, indent=2, sort_keys=True),
+                     "nodes/gd92c00/gpu_health.txt": nvidia_smi_health_text(health),
+                     "nodes/gd92c00/kernel.log": "".join(x["text"] + "\n" for h in health["hosts"] for x in h["xid"])})
+    return b
+
+
+def nvidia_smi_health_text(health) -> str:
+    """The `nvidia-smi -q -d ECC,...` text the health summary quotes (its quoted lines at their line numbers)."""
+    lines = ["==============NVSMI LOG==============", ""] + ["    filler" for _ in range(200)]
+    for h in health["hosts"]:
+        for gpu in h["gpus"]:
+            lines[40 * gpu["gpu"] + 2] = f"GPU {gpu['bus_id']}"
+            for evs in gpu["evidence"].values():
+                for e in evs:
+                    lines[e["line"] - 1] = "                " + e["text"]
+    return "\n".join(lines) + "\n"
+
+
+@incident
+def gpu_fallen_off_the_bus(b_root):
+    healthy_live(b_root, gpu_health_doc(xid=79))
+    return dict(now=iso(at(155)), verdict="KILL", mode="standard", terminal=False, gates=dict(resources="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.gpu_fatal_xid"],
+                evidence=[dict(gate="resources", contains="NVRM: Xid (PCI:0000:1a:00): 79")],
+                description="A node's kernel log shows NVRM Xid 79 (GPU fallen off the bus) during a live probe.")
+
+
+@incident
+def gpu_uncorrectable_ecc(b_root):
+    healthy_live(b_root, gpu_health_doc(ecc=2, remap_failure=True))
+    return dict(now=iso(at(155)), verdict="KILL", mode="standard", terminal=False, gates=dict(resources="FAIL"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["resources.gpu_uncorrectable_ecc", "resources.gpu_remapping_failure"], evidence=[],
+                description="nvidia-smi -q on a node shows uncorrectable volatile ECC errors and a row-remapping failure.")
+
+
+@incident
+def baseline_healthy_live_gpu_health(b_root):
+    healthy_live(b_root, gpu_health_doc(xid=13))
+    return dict(now=iso(at(155)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.progressing"], evidence=[],
+                description="A healthy live probe: GPUs busy, ECC clean, one Xid 13 (an application fault, not hardware).")
+
+
+@incident
+def flight_recorder_desync(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    summary = {"prefix": "/tmp/nccl_trace_rank_", "readable_ranks": 4,
+               "ranks": [{"rank": r, "file": f"flight_recorder/dumps/nccl_trace_rank_{r}", "bytes": 20480} for r in range(4)],
+               "stuck": [{"process_group": "0", "collective": "nccl:all_reduce", "seq": 4711, "ranks": [0, 1, 2]}],
+               "behind": [{"process_group": "0", "rank": 3, "last_enqueued_seq": 4710, "group_highest_seq": 4711}]}
+    b.capture(at(200), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []},
+              files={"flight_recorder/summary.json": json.dumps(summary, indent=2, sort_keys=True)})
+    return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                confidence="high", restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.wedge_live_flight_recorder", "job.live_evidence_flight_recorder"], evidence=[],
+                finding_contains=dict(liveness="never reached it"),
+                description="A frozen trainer whose flight-recorder dump shows ranks 0-2 in all_reduce seq 4711 and rank 3 behind.")
+
+
 def build(names=None, root: Path = HERE) -> list[str]:
     """Write the incidents (bundle + expected.yaml) under ``root`` (default: this directory)."""
     built = []

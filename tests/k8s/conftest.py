@@ -39,11 +39,13 @@ def serve(tmp_path):
 
 
 def probe_args(kubeconfig: Path, bundle_root: Path, *extra: str):
-    from rlhealth.cli import build_parser
+    """(parsed command line, the ProbeOptions the CLI builds from it)."""
+    from rlhealth.cli import build_parser, probe_options
     argv = ["probe", "--backend", "iris", "--cluster", scenarios.CLUSTER, "--job", scenarios.JOB_ID,
             "--kubeconfig", str(kubeconfig), "--bundle-root", str(bundle_root),
             "--poll-interval", "0.3s", "--now", scenarios.NOW_ISO, "--format", "json", *extra]
-    return build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
+    return args, probe_options(args)
 
 
 @pytest.fixture
@@ -52,8 +54,8 @@ def run_probe(tmp_path):
     def _run(kubeconfig, *extra):
         from rlhealth.cli import parse_now
         from rlhealth.probes import kubernetes as kprobe
-        args = probe_args(kubeconfig, tmp_path / "bundles", *extra)
-        bundle = kprobe.capture(args, now=parse_now(args.now))
+        args, options = probe_args(kubeconfig, tmp_path / "bundles", *extra)
+        bundle = kprobe.capture(options, now=parse_now(args.now))
         assert bundle == tmp_path / "bundles" / "jobs" / scenarios.CLUSTER / scenarios.USER / scenarios.JOB
         caps = sorted((bundle / "rlhealth" / "captures").iterdir())
         assert len(caps) == 1, caps

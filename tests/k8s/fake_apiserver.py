@@ -93,6 +93,7 @@ class Fault:
     status: int = 500
     times: int = -1
     hang_s: float = 0.0         # sleep before answering (a slow API)
+    retry_after: str | None = None  # Retry-After header of the answer (429 throttling)
 
 
 @dataclass
@@ -393,6 +394,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
+        for key, value in (getattr(self, "_extra_headers", None) or {}).items():
+            self.send_header(key, value)
+        self._extra_headers = None
         self.end_headers()
         self.wfile.write(body)
 
@@ -415,6 +419,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fault:
             if fault.hang_s:
                 self.api._stop.wait(fault.hang_s)
+            if fault.retry_after is not None:
+                self._extra_headers = {"Retry-After": fault.retry_after}
+                return self._json(fault.status, _status(fault.status, "TooManyRequests",
+                                                        "the server has received too many requests and has asked us to try again later"))
             return self._json(fault.status, _status(fault.status, "InternalError",
                                                     f"Internal error occurred: injected fault for {path}"))
         if method != "GET":

@@ -5,6 +5,8 @@ log-formats §1.2, §4, §5, §8.1). All times are relative to ``NOW``.
 from __future__ import annotations
 
 import hashlib
+import pickle
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -85,6 +87,10 @@ class PodState:
     stacks: dict[int, str] = field(default_factory=dict)
     ray_files: dict[str, str] = field(default_factory=dict)
     hang: set[str] = field(default_factory=set)   # command names that hang ("nvidia-smi-query", "ps", ...)
+    files: dict[str, bytes] = field(default_factory=dict)     # absolute path -> content (cat/head/ls)
+    environ: dict[int, dict[str, str]] = field(default_factory=dict)  # pid -> environment
+    health: str = ""                                          # nvidia-smi -q output ("" = healthy GPUs)
+    kernel_log: str = ""                                      # dmesg output
 
 
 POLICY_ARGS = "ray::FSDPPolicyWorker.ppo_train"
@@ -185,6 +191,33 @@ class ExecScript:
                 return ExecResult(stdout="".join(
                     f"{g.uuid}, {g.pid}, {st.procs.get(g.pid, 'python3')}, {g.mem - 600} MiB\n"
                     for g in st.gpus if g.pid).encode())
+        if prog == "nvidia-smi" and "-q" in argv:
+            return ExecResult(stdout=(st.health or healthy_gpus_q(len(st.gpus))).encode())
+        if prog == "dmesg":
+            return ExecResult(stdout=st.kernel_log.encode())
+        if prog in ("cat", "head"):
+            path = argv[-1]
+            m = re.fullmatch(r"/proc/(\d+)/(cmdline|environ)", path)
+            if m:
+                pid = int(m.group(1))
+                if pid not in st.procs:
+                    return ExecResult(stderr=f"{prog}: {path}: No such file or directory\n".encode(), exit_code=1)
+                if m.group(2) == "cmdline":
+                    return ExecResult(stdout=st.procs[pid].split(" ")[0].encode() + b"\0")
+                env = {"PATH": "/usr/bin:/bin", "HOME": "/root", **st.environ.get(pid, {})}
+                return ExecResult(stdout=b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+            if path not in st.files:
+                return ExecResult(stderr=f"{prog}: cannot open '{path}' for reading: No such file or directory\n".encode(),
+                                  exit_code=1)
+            data = st.files[path]
+            return ExecResult(stdout=data[:int(argv[argv.index("-c") + 1])] if "-c" in argv else data)
+        if prog == "ls" and argv[-1] != "/tmp/ray/session_latest/logs":
+            directory = argv[-1].rstrip("/")
+            entries = sorted((p.rsplit("/", 1)[1], c) for p, c in st.files.items() if p.rsplit("/", 1)[0] == directory)
+            if not entries:
+                return ExecResult(stderr=f"ls: cannot access '{directory}': No such file or directory\n".encode(), exit_code=2)
+            lines = ["total 8"] + [f"-rw-r--r-- 1 root root {len(c)} 2026-08-01 14:00:00.000000000 +0000 {n}" for n, c in entries]
+            return ExecResult(stdout=("\n".join(lines) + "\n").encode())
         if prog == "ps":
             if "ps" in st.hang:
                 return ExecResult(hang=True)
@@ -215,6 +248,33 @@ class ExecScript:
         return ExecResult(stderr=(f'OCI runtime exec failed: exec failed: unable to start container process: '
                                   f'exec: "{prog}": executable file not found in $PATH: unknown\n').encode(),
                           exit_code=126)
+
+
+def healthy_gpus_q(n: int, bad: int | None = None) -> str:
+    """``nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`` of ``n`` GPUs (GPU ``bad`` with an
+    uncorrectable ECC error and a pending row remap)."""
+    out = ["==============NVSMI LOG==============", "", f"Attached GPUs                             : {n}"]
+    for i in range(n):
+        e = i == bad
+        out += [f"GPU 00000000:{0x18 + i:02X}:00.0", "    ECC Errors", "        Volatile",
+                "            DRAM Correctable              : 0", f"            DRAM Uncorrectable            : {3 if e else 0}",
+                "        Aggregate", "            DRAM Correctable              : 0",
+                f"            DRAM Uncorrectable            : {3 if e else 0}",
+                "    Remapped Rows", "        Correctable Error                 : 0",
+                f"        Uncorrectable Error               : {1 if e else 0}",
+                f"        Pending                           : {'Yes' if e else 'No'}",
+                "        Remapping Failure Occurred        : No", ""]
+    return "\n".join(out) + "\n"
+
+
+def fr_dump(last_done: int, pending: str | None) -> bytes:
+    """A flight-recorder dump (the watchdog's pickle of plain containers, log-formats §2.4)."""
+    entries = [{"record_id": s, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": s,
+                "profiling_name": "nccl:all_reduce", "state": "completed", "is_p2p": False} for s in range(1, last_done + 1)]
+    if pending:
+        entries.append({"record_id": last_done + 1, "pg_id": 0, "process_group": ("0", "default_pg"),
+                        "collective_seq_id": last_done + 1, "profiling_name": pending, "state": "scheduled", "is_p2p": False})
+    return pickle.dumps({"version": "2.4", "entries": entries}, protocol=2)
 
 
 # --------------------------------------------------------------------------- logs
@@ -347,6 +407,50 @@ def oom_restart() -> Scenario:
               _event("unrelated-pod", "Normal", "Started", "Started container app", 1)]
     inc = Incident(pods=pods + other_job_pods(), logs=logs, exec_handler=script, events=events)
     return Scenario(inc, script, "a pod whose task container restarted after OOMKilled")
+
+
+RESOLVED_CONFIG = b"""\
+trainer:
+  policy:
+    model:
+      path: Qwen/Qwen3-8B
+generator:
+  num_inference_engines: 2
+  enforce_eager: false
+"""
+LAUNCH_ARGS = ["bash", "-c", "exec python -m skyrl_train.entrypoints.main_base --config /app/run/resolved_config.yaml "
+               "--max-retries 2 trainer.epochs=1"]
+WATCHDOG_LINE = ("[rank0]:[E801 13:29:10.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                 "operation timeout: WorkNCCL(SeqNum=8, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+                 "Timeout(ms)=1800000) ran for 1800042 milliseconds before timing out.")
+
+
+def launched_hang() -> Scenario:
+    """Deception (policy wedged in an all_reduce, engines busy) with its launch readable from the pod:
+    container args naming the resolved config and --max-retries, the config file, and the
+    flight-recorder dumps the watchdog wrote (rank 3 never reached collective 8)."""
+    sc = deception()
+    driver_pod = pod_name(0)
+    for pod in sc.incident.pods:
+        if pod["metadata"]["name"] == driver_pod:
+            pod["spec"]["containers"][0]["command"] = LAUNCH_ARGS[:2]
+            pod["spec"]["containers"][0]["args"] = LAUNCH_ARGS[2:]
+    sc.incident.logs[(driver_pod, False)] += WATCHDOG_LINE + "\n"
+    prefix = "/tmp/fr/nccl_trace_rank_"
+    for rank, name in enumerate((pod_name(0), pod_name(1))):
+        st = sc.script.states[name]
+        base = 4000 + rank * 100
+        for pid in (base + 1, base + 2):
+            st.environ[pid] = {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix, "TORCH_NCCL_TRACE_BUFFER_SIZE": "20000",
+                               "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}
+        st.files[f"{prefix}{2 * rank}"] = fr_dump(7, "nccl:all_reduce")
+        st.files[f"{prefix}{2 * rank + 1}"] = fr_dump(7 if rank == 0 else 6, "nccl:all_reduce" if rank == 0 else None)
+    sc.script.states[driver_pod].files["/app/run/resolved_config.yaml"] = RESOLVED_CONFIG
+    sc.script.states[pod_name(1)].health = healthy_gpus_q(4, bad=1)
+    sc.script.states[pod_name(1)].kernel_log = ("2026-08-01T13:20:00,000000+00:00 NVRM: Xid (PCI:0000:19:00): 79, "
+                                                "pid=4102, GPU has fallen off the bus.\n")
+    sc.description = "deception with the launch, the flight-recorder dumps and a GPU fault readable from the pods"
+    return sc
 
 
 def deleted_between_list_and_exec() -> Scenario:

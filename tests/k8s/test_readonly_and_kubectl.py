@@ -38,7 +38,11 @@ def test_write_verbs_and_unlisted_commands_are_refused_before_sending(serve):
     with pytest.raises(RefusedRequest):  # no call without a timeout
         api.list_namespaced_pod("iris")
     for argv in (["kill", "-9", "1"], ["rm", "-rf", "/tmp/ray"], ["sh", "-c", "nvidia-smi"],
-                 ["py-spy", "record", "--pid", "1"], ["nvidia-smi", "-r"]):
+                 ["py-spy", "record", "--pid", "1"], ["nvidia-smi", "-r"],
+                 # writes through exec: redirection, copies, tee, a cleared kernel log
+                 ["sh", "-c", "echo x > /tmp/f"], ["tee", "/tmp/f"], ["cp", "--", "/tmp/nccl_trace_rank_0", "/tmp/x"],
+                 ["head", "-c", "1", "--", "/tmp/a", ">", "/tmp/b"], ["dmesg", "-c"],
+                 ["nvidia-smi", "-q", "-d", "ECC,PAGE_RETIREMENT,ROW_REMAPPER", "-e", "0"]):
         with pytest.raises(CommandRefused):
             stream(api.connect_get_namespaced_pod_exec, target, "iris", command=argv, container="task",
                    stderr=True, stdin=False, stdout=True, tty=False, _request_timeout=5)

@@ -1,19 +1,20 @@
 """Running the probe from the tests: in-process (``capture``) and through the CLI."""
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from rlhealth.probes.options import ProbeOptions
 
-def probe_args(sshd, job: str, bundle_root: Path, **over) -> argparse.Namespace:
-    args = dict(backend="slurm", job=job, bundle_root=bundle_root, deadline="60s", command_timeout="20s",
-                cluster=None, host=sshd.alias, experiment_dir=None, ssh_config=sshd.ssh_config,
-                known_hosts=sshd.known_hosts, format="json", now=None, max_age="30m", mode=None)
-    args.update(over)
-    return argparse.Namespace(**args)
+
+def probe_args(sshd, job: str, bundle_root: Path, **over) -> ProbeOptions:
+    flags = dict(backend="slurm", job=job, bundle_root=bundle_root, deadline="60s", command_timeout="20s",
+                 cluster=None, host=sshd.alias, experiment_dir=None, ssh_config=sshd.ssh_config,
+                 known_hosts=sshd.known_hosts, polls=1, poll_interval="1s")
+    flags.update(over)
+    return ProbeOptions.from_flags(**flags)
 
 
 def newest_capture(bundle: Path) -> Path:

@@ -61,10 +61,17 @@ def test_same_failure_chain_capture(sshd, scenarios, tmp_path):
     by_name = probes_by_name(cap)
     assert by_name[f"tail {scenarios.experiments['samefail'].dir}/logs/{scenarios.experiments['samefail'].name}_{a}.err"]["argv"][:3] == ["tail", "-c", str(probe_slurm.TAIL_BYTES)]
     # live evidence of the running leg: nvidia-smi and py-spy are absent here -> recorded, no crash
-    nvsmi = by_name["nvidia-smi vm"]
+    nvsmi = by_name["gpu inventory vm"]
     assert nvsmi["argv"][:4] == ["srun", f"--jobid={c}", "--overlap", "-w"]
     assert nvsmi["error"] and "nvidia-smi" in nvsmi["error"]
+    assert by_name["gpu poll vm"]["error"]
     assert not (cap / "gpu_polls.jsonl").exists()
+    # the launch: the running leg's batch script, read to stdout (never a file on the cluster)
+    assert by_name[f"batch script {c}"]["argv"] == ["scontrol", "write", "batch_script", c, "-"]
+    assert "fake_trainer.py bringup" in (cap / "slurm" / f"batch_script_{c}.sh").read_text()
+    job = load(cap, "job.json")
+    assert job["nodes"] == ["vm"] and "fake_trainer.py" in " ".join(job["launch_args"])
+    assert job["sources"]["launch_args"] == f"slurm/batch_script_{c}.sh"
     pyspy = [r for r in manifest["probes"] if r["name"].startswith("py-spy vm ")]
     assert pyspy and pyspy[0]["argv"][-4:-1] == ["py-spy", "dump", "--pid"] and pyspy[0]["error"]
     assert any(r["name"] == "py-spy vm" and "not installed" in r["error"] for r in manifest["probes"])

@@ -61,3 +61,6 @@ def test_error_report_names_the_ssh_failure(sshd, scenarios, tmp_path):
     known.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK1sCk3hw3x3rqW7HkLk2ZC6d+6m4wq9R1f8n0HnKJ2f\n")
     code, report, err = run_cli(sshd, scenarios.running, tmp_path, "--known-hosts", str(known))
     assert "host key" in report["reasoning"] or "host key" in str(report["gates"])
+    assert report["gates"]["liveness"]["status"] == "ERROR"
+    assert f"next action: the host key of [127.0.0.1]:{sshd.port} changed" in report["gates"]["liveness"]["finding"]
+    assert "--known-hosts FILE" in report["gates"]["liveness"]["finding"]

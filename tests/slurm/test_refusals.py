@@ -22,6 +22,13 @@ def mutating(job: str) -> list[list[str]]:
         ["rm", "-rf", "/tmp"],
         ["tail", "-n", "1", "--", f"/tmp/x;scancel {job}"],
         ["sacct", f"--name=x$(scancel {job})"],
+        ["scontrol", "write", "batch_script", job],                    # would write slurm-<id>.sh
+        ["scontrol", "write", "batch_script", job, "/tmp/pwned.sh"],
+        ["scontrol", "update", f"JobId={job}", "Requeue=1"],
+        ["srun", f"--jobid={job}", "--overlap", "-w", "vm", "-N1", "-n1", "dmesg", "-C"],
+        ["srun", f"--jobid={job}", "--overlap", "-w", "vm", "-N1", "-n1", "nvidia-smi", "-r"],
+        ["srun", f"--jobid={job}", "--overlap", "-w", "vm", "-N1", "-n1", "head", "-c", "1", "--", "/etc/passwd", ">", "/tmp/x"],
+        ["srun", f"--jobid={job}", "--overlap", "-w", "vm", "-N1", "-n1", "cp", "--", "/etc/passwd", "/tmp/x"],
     ]
 
 
