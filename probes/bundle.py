@@ -741,16 +741,7 @@ class LiveSignals:
 
 
 def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> LiveSignals:
-    from rlhealth.catalog import load_catalog
-    catalog = catalog or load_catalog()
-    read = BundleRead(root=Path("."))
-    scanner = scanner_for(catalog)
-    skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
-    for path, rel in files:
-        try:
-            _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
-        except OSError:
-            continue
+    read = scan_signatures(files, catalog)
     hang, hang_id = None, None
     for sig_id in sorted(read.signatures):
         agg = read.signatures[sig_id]

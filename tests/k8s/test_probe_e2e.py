@@ -47,7 +47,7 @@ def test_colocated_engine_deception_is_kill(serve, tmp_path):
     assert (report["verdict"], code) == ("KILL", 10)
     live = report["gates"]["liveness"]
     assert live["status"] == "FAIL"
-    assert "policy GPUs at <= 0.0% utilization" in live["finding"], live["finding"]  # idle with weights resident
+    assert "policy GPUs idle" in live["finding"], live["finding"]  # idle with weights resident
     assert any("gpu_polls.jsonl" in e["source"] for e in live["evidence"])
     assert not report["terminal"]
 
