@@ -26,7 +26,7 @@ from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
-from rlhealth.probes.scan import LineHit, Pattern, Scanner, strip_actor_prefix
+from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 from rlhealth.progress import human_bytes, scan_progress
 
@@ -54,6 +54,9 @@ EXTRACTORS: dict[str, str] = {
 TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
 _SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
 _EXCEPTION_LINE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Abort)\b.*")
+# A logger prefix repeated on every line of a logged traceback: vLLM's "ERROR 03-13 06:55:20
+# [async_llm.py:710] " (V1) / "ERROR 06-22 20:16:34 async_llm_engine.py:52] " (V0).
+_LOGGED_TRACE_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) [0-9]{2}-[0-9]{2} [0-9:]{8} (?:\[[^\]]{1,200}\]|\S+:[0-9]+\]) ?")
 
 
 @dataclass
@@ -250,8 +253,10 @@ class _Router:
             read.attempt_boundaries.append(Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts,
                                                       attempt=self.boundaries))
         attempt = self.boundaries if self.is_finelog else self.attempt
-        occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
         sig_keys = [k for k in keys if not k.startswith("x_")]
+        if ts is None and sig_keys:
+            ts = _continued_record_ts(hit, self.ref)
+        occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
         if sig_keys:
             suppressed: set[str] = set()
             for k in sig_keys:
@@ -373,7 +378,7 @@ class _Router:
     def _exception_line(self, hit: LineHit) -> tuple[int, str] | None:
         """The exception line closing a traceback that starts at ``hit`` (same block)."""
         for offset, line in enumerate(hit.following_lines(limit=300), start=1):
-            body = strip_actor_prefix(line)
+            body = _LOGGED_TRACE_PREFIX.sub("", strip_actor_prefix(line), count=1)
             if not body.strip() or body.startswith((" ", "\t")) or body.startswith("Traceback"):
                 continue
             if _EXCEPTION_LINE_RE.match(body) or ": " in body:
@@ -461,6 +466,11 @@ def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
                 if _is_log(p):
                     files.append((p, p.relative_to(root).as_posix()))
     if capture_dir is not None:
+        events = capture_dir / "events.json"
+        if events.is_file() and not events.is_symlink():
+            # the pods' Kubernetes events (written one field a line): reasons and messages such as
+            # "The node was low on resource: memory" are scanned like log lines
+            files.append((events, events.relative_to(root).as_posix()))
         for d in ("pod_logs", "slurm", "logs"):
             base = capture_dir / d
             if base.is_dir():
@@ -599,17 +609,85 @@ def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tu
     noise never counts. Attempt -1 holds files without an attempt of their own.
     """
     ranks = {"fatal": 0, "hang": 0, "transient": 0, "marker": 1, "secondary": 2}
+    candidates = {sig_id: agg for sig_id, agg in signatures.items() if agg.signature.severity in ranks}
+    explained = _explained(candidates)
     best: dict[int, tuple[int, Occurrence, str, bool]] = {}
-    for sig_id in sorted(signatures):
-        agg = signatures[sig_id]
-        rank = ranks.get(agg.signature.severity)
-        if rank is None:
-            continue
+    for sig_id in sorted(candidates):
+        agg = candidates[sig_id]
+        rank = ranks[agg.signature.severity]
         for attempt, occ in agg.first_by_attempt.items():
+            if (sig_id, attempt) in explained:
+                continue
             prior = best.get(attempt)
-            if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])):
+            if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])) or (
+                    rank == prior[0] and _same_line(occ, prior[1]) and _quotes_other_line(candidates[prior[2]])
+                    and not _quotes_other_line(agg)):
                 best[attempt] = (rank, occ, sig_id, agg.signature.transient)
     return {k: (v[1], v[2], v[3]) for k, v in best.items()}
+
+
+CONTINUATION_LOOKBACK_LINES = 200
+CONTINUATION_LOOKBACK_BYTES = 32 * 1024
+# Lines that continue the record above them rather than start one: traceback frames and source
+# lines (indented), the traceback header, chained-exception separators, caret markers, blanks.
+_CONTINUATION_LINE = re.compile(r"^(?:\s|$|Traceback \(most recent call last\)|During handling of the above exception|"
+                                r"The above exception was the direct cause|\^+\s*$)")
+
+
+def _continued_record_ts(hit: LineHit, reference_epoch: float | None) -> float | None:
+    """The time of a line without a timestamp of its own: that of the record it continues -- the
+    nearest earlier timestamped line of the same file and the same stream (Ray actor / torchrun
+    rank prefix) reached across continuation lines only (a traceback's exception line after its
+    frames, a message right after its logger line, a "what():" after a glog line). A line after a
+    line of another stream, or after an untimestamped line of another record, has none."""
+    stream = actor_prefix(hit.text)
+    head = hit.preceding_bytes(CONTINUATION_LOOKBACK_BYTES).decode("utf-8", "replace")
+    lines = head.split("\n")[:-1]          # the last element is the hit line itself
+    for line in reversed(lines[-CONTINUATION_LOOKBACK_LINES:]):
+        line = clean_line(line)
+        if actor_prefix(line) != stream:
+            return None
+        ts = line_timestamp(line, reference_epoch)
+        if ts is not None:
+            return ts
+        if not _CONTINUATION_LINE.match(_LOGGED_TRACE_PREFIX.sub("", strip_actor_prefix(line), count=1)):
+            return None
+    return None
+
+
+def _same_line(a: Occurrence, b: Occurrence) -> bool:
+    return a.source == b.source and a.line == b.line
+
+
+def _quotes_other_line(agg: SignatureAgg) -> bool:
+    """A signature that quotes another line (a traceback quoting its exception line) is generic:
+    on that same line a signature matching the line itself names the error."""
+    return agg.signature.detail_after is not None
+
+
+def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
+    """``(signature id, attempt)`` pairs whose first occurrence is a consequence of another
+    candidate signature of that attempt (the catalog's ``explains``): not timestamped strictly
+    before the explaining signature's first occurrence. If that would leave an attempt with no
+    candidate at all (explanations in a cycle), the attempt keeps all of them."""
+    out: set[tuple[str, int]] = set()
+    for explainer_id, explainer in candidates.items():
+        for target in explainer.signature.explains:
+            agg = candidates.get(target)
+            if agg is None or target == explainer_id:
+                continue
+            for attempt, occ in agg.first_by_attempt.items():
+                cause = explainer.first_by_attempt.get(attempt)
+                if cause is None:
+                    continue
+                if occ.ts is not None and cause.ts is not None and occ.ts < cause.ts:
+                    continue
+                out.add((target, attempt))
+    for attempt in {a for agg in candidates.values() for a in agg.first_by_attempt}:
+        present = {sig_id for sig_id, agg in candidates.items() if attempt in agg.first_by_attempt}
+        if present and all((sig_id, attempt) in out for sig_id in present):
+            out -= {(sig_id, attempt) for sig_id in present}
+    return out
 
 
 def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_at_boundaries: bool = False,
@@ -631,8 +709,11 @@ def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_
     return read
 
 
-def _scan_attempt_files(files: list[tuple[Path, str]], catalog: Catalog | None) -> BundleRead:
-    """The log files of ONE attempt scanned as ``read_bundle`` scans them (unreadable files skipped)."""
+def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = None,
+                    reference_epoch: float | None = None) -> BundleRead:
+    """Scan log files as ONE attempt with the diagnosis' scanner and routing: every signature the
+    catalog recognised (after suppression and skip rules), with occurrences. Yearless timestamps
+    take their year from ``reference_epoch`` (None: 1970, still ordered within the files)."""
     from rlhealth.catalog import load_catalog
     catalog = catalog or load_catalog()
     read = BundleRead(root=Path("."))
@@ -640,17 +721,22 @@ def _scan_attempt_files(files: list[tuple[Path, str]], catalog: Catalog | None) 
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
     for path, rel in files:
         try:
-            _Router(read, catalog, None, rel, 1, skip).scan(scanner, path)
+            _Router(read, catalog, reference_epoch, rel, 1, skip).scan(scanner, path)
         except OSError:
             continue
     return read
 
 
+def first_causal_signature(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> tuple[Occurrence, str] | None:
+    """The first causal error across the log files of ONE attempt and its signature id."""
+    found = first_errors_by_attempt(scan_signatures(files, catalog).signatures).get(1)
+    return (found[0], found[1]) if found else None
+
+
 def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
     """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
     .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
-    read = _scan_attempt_files(files, catalog)
-    found = first_errors_by_attempt(read.signatures).get(1)
+    found = first_causal_signature(files, catalog)
     return found[0] if found else None
 
 
@@ -666,7 +752,7 @@ class LiveSignals:
 
 
 def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> LiveSignals:
-    read = _scan_attempt_files(files, catalog)
+    read = scan_signatures(files, catalog)
     hang, hang_id = None, None
     for sig_id in sorted(read.signatures):
         agg = read.signatures[sig_id]

@@ -283,9 +283,17 @@ def _read_full(handle, size: int) -> bytes:
     return data or b""
 
 
-_PREFIX = re.compile(r"^\s*\([^)]{1,200}\)\s?")
+_PREFIX = re.compile(r"^\s*(?:(?:\([^)]{1,200}\)|\[rank[0-9]{1,6}\]:)\s?){1,4}")
+
+
+def actor_prefix(text: str) -> str:
+    """The leading Ray actor / torchrun rank prefixes of a line, whitespace removed ("" if none):
+    the stream a line of an aggregated log belongs to."""
+    m = _PREFIX.match(text)
+    return "".join(m.group(0).split()) if m else ""
 
 
 def strip_actor_prefix(text: str) -> str:
-    """Remove a leading Ray actor prefix such as ``(skyrl_entrypoint pid=12)``."""
+    """Remove leading Ray actor prefixes such as ``(skyrl_entrypoint pid=12)`` -- nested ones too,
+    ``(LLMRayActor pid=1) (EngineCore_DP0 pid=2)`` -- and torchrun's per-rank ``[rank3]:``."""
     return _PREFIX.sub("", text, count=1)

@@ -40,6 +40,9 @@ class Signature(BaseModel):
     caseless: bool = False
     skip_if_line_matches: str | None = None
     suppresses: list[str] = Field(default_factory=list)
+    explains: list[str] = Field(default_factory=list)
+    """Signatures that are consequences of this one: in an attempt where this signature occurs,
+    their occurrences do not compete for the first causal error unless timestamped earlier."""
     transient: bool = False
     detail_after: Literal["exception_line"] | None = None
     status: Literal["experimental", "stable", "deprecated"]
@@ -188,9 +191,10 @@ def load_catalog() -> Catalog:
             errors.append(f"{rel}: duplicate signature id {sig.id!r}")
         signatures[sig.id] = sig
     for sig in signatures.values():
-        for target in sig.suppresses:
-            if target not in signatures:
-                errors.append(f"signatures/{sig.id}.yaml: suppresses unknown signature {target!r}")
+        for field_name in ("suppresses", "explains"):
+            for target in getattr(sig, field_name):
+                if target not in signatures:
+                    errors.append(f"signatures/{sig.id}.yaml: {field_name} unknown signature {target!r}")
 
     def load_rules(rel: str) -> list[RuleSpec]:
         files.append(rel)

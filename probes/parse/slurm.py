@@ -205,11 +205,13 @@ def parse_squeue(text: str) -> list[dict[str, str]]:
 
 # ---- slurmstepd / srun messages and the first causal error of a leg ---------------------------
 
+# Current Slurm writes "*** JOB 1 ON node CANCELLED AT t DUE TO TIME LIMIT ***"; an older wording is
+# "*** JOB 1 CANCELLED AT t DUE TO TIME LIMIT on node ***" (both in tests/realworld/corpus.yaml).
 _STEPD_CANCEL = re.compile(
-    r"\*\*\* (JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)(?: DUE (?:TO|to) (.+?))? \*\*\*")
+    r"\*\*\* (JOB|STEP) (\S+) (?:ON (\S+) )?CANCELLED AT (\S+)(?: DUE (?:TO|to) (.+?))?(?: on (\S+))? \*\*\*")
 _STEPD_FAILED = re.compile(r"\*\*\* (JOB|STEP) (\S+) ON (\S+) FAILED \((.+?)\) \*\*\*")
 _OOM = re.compile(r"Detected (\d+) oom[-_]kill event")
-_OLD_OOM = re.compile(r"slurmstepd: (?:error: )?(?:Job \S+ exceeded memory limit|Exceeded (?:job|step) memory limit)")
+_OLD_OOM = re.compile(r"slurmstepd(?:-\S+)?: (?:error: )?(?:(?:Job|Step) \S+ exceeded memory limit|Exceeded (?:job|step) memory limit)")
 
 
 @dataclass(frozen=True)
@@ -233,7 +235,7 @@ def parse_stepd_lines(text: str) -> list[StepdEvent]:
             continue
         line = raw.strip()
         if m := _STEPD_CANCEL.search(line):
-            events.append(StepdEvent(i, line, "cancelled", m.group(1), m.group(2), m.group(3),
+            events.append(StepdEvent(i, line, "cancelled", m.group(1), m.group(2), m.group(3) or m.group(6),
                                      m.group(4), m.group(5)))
         elif m := _STEPD_FAILED.search(line):
             events.append(StepdEvent(i, line, "failed", m.group(1), m.group(2), m.group(3),

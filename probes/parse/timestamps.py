@@ -1,17 +1,35 @@
 """Timestamps of log lines, in every format the evidence uses.
 
-Returns epoch seconds (UTC). Yearless formats (vLLM ``MM-DD HH:MM:SS``, c10/glog
-``E0513 04:11:09``) take their year from a reference time (the bundle's capture
-or sync time) and move back one year if that would put them in the future.
+Returns epoch seconds (UTC). Forms read, in this order:
+
+- a leading ``dmesg -T`` stamp ``[Fri Aug  9 13:32:56 2024]`` (absolute);
+- a leading syslog/journal stamp ``Apr 29 19:24:11 host ...`` (yearless);
+- ISO-8601 anywhere (``2026-08-01 12:00:00,123``, ``2026-08-01T12:00:00Z``, torchelastic's
+  ``2024-03-05_07:01:51``);
+- vLLM ``INFO 08-01 12:00:00`` (yearless);
+- glog and PyTorch's c10 logger ``[E0801 05:20:04`` / ``[E801 05:20:04``: glog pads the month,
+  c10 does not (three digits = month 1-9), both bracketed by c10 and bare at the start of a glog
+  line (``I0712 15:54:56.488170 5711 file.go:53]``) (yearless).
+
+Yearless forms take their year from a reference time (the bundle's capture or sync time) and
+move back one year if that would put them more than a day in the future. ``dmesg`` without
+``-T`` prints seconds since boot (``[ 1843.308145]``): that is no wall-clock time, so None.
 """
 from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
 
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?")
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T_](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?")
 _VLLM = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})")
-_GLOG = re.compile(r"\[[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})")
+# c10 writes the month unpadded ("E801" = Aug 1), glog pads it ("E0801"): 3 digits = M DD, 4 = MM DD.
+_GLOG = re.compile(r"\[[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
+_GLOG_BARE = re.compile(r"^\s*(?:\([^)]{1,200}\)\s*)?[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.\d+ +\d+ ")
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+                                      start=1)}
+_MON = "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_DMESG_T = re.compile(r"^\s*\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) " + _MON + r" +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) (\d{4})\]")
+_SYSLOG = re.compile(r"^\s*" + _MON + r" +(\d{1,2}) (\d{2}):(\d{2}):(\d{2}) ")
 _EPOCH_PREFIX = re.compile(r"\btime=(\d{10})\b")
 
 
@@ -30,8 +48,24 @@ def _mk(year, month, day, hh, mm, ss) -> float | None:
         return None
 
 
+def _yearless(mo: int, d: int, hh: int, mi: int, ss: int, reference_epoch: float | None) -> float | None:
+    ref = datetime.fromtimestamp(reference_epoch or 0, tz=timezone.utc)
+    t = _mk(ref.year, mo, d, hh, mi, ss)
+    if t is not None and reference_epoch is not None and t > reference_epoch + 86400:
+        t = _mk(ref.year - 1, mo, d, hh, mi, ss)
+    return t
+
+
 def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
-    """Epoch seconds of the first timestamp found in ``text`` (naive times are UTC)."""
+    """Epoch seconds of the timestamp of ``text`` (naive times are UTC); forms: module docstring."""
+    m = _DMESG_T.match(text)
+    if m:
+        mon, d, hh, mi, ss, y = m.groups()
+        return _mk(int(y), _MONTHS[mon], int(d), int(hh), int(mi), int(ss))
+    m = _SYSLOG.match(text)
+    if m:
+        mon, d, hh, mi, ss = m.groups()
+        return _yearless(_MONTHS[mon], int(d), int(hh), int(mi), int(ss), reference_epoch)
     m = _ISO.search(text)
     if m:
         y, mo, d, hh, mi, ss, frac, tz = m.groups()
@@ -40,15 +74,18 @@ def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
             if frac:
                 t += float("0." + frac)
             return t - _tz_offset(tz)
-    for pattern in (_VLLM, _GLOG):
-        m = pattern.search(text)
-        if m:
-            mo, d, hh, mi, ss = (int(g) for g in m.groups())
-            ref = datetime.fromtimestamp(reference_epoch or 0, tz=timezone.utc)
-            t = _mk(ref.year, mo, d, hh, mi, ss)
-            if t is not None and reference_epoch is not None and t > reference_epoch + 86400:
-                t = _mk(ref.year - 1, mo, d, hh, mi, ss)
-            return t
+    m = _VLLM.search(text)
+    if m:
+        return _yearless(*(int(g) for g in m.groups()), reference_epoch)
+    m = _GLOG.search(text)
+    if m:
+        t = _yearless(*(int(g) for g in m.groups()[:5]), reference_epoch)
+        if t is not None and m.group(6):
+            t += float("0." + m.group(6))   # c10 prints nanoseconds: orders ranks within a second
+        return t
+    m = _GLOG_BARE.match(text)
+    if m:
+        return _yearless(*(int(g) for g in m.groups()), reference_epoch)
     return None
 
 
