@@ -109,3 +109,19 @@ def test_every_fail_or_error_rule_has_a_healthy_counterexample(corpus_runs):
     for rule in CATALOG.rules:
         if rule.status in ("FAIL", "ERROR"):
             assert all(rule.id not in {f["rule"] for f in b.fired_rules} for b in baselines)
+
+
+def test_every_fatal_or_hang_signature_is_read_by_a_finding_rule():
+    """A fatal or hang signature whose gate/family no finding rule matches would be silent."""
+    def accepts(cond, sig):
+        for field in ("severity", "gate", "family"):
+            if field in cond:
+                want = cond[field]
+                options = want if isinstance(want, list) else [want]
+                if getattr(sig, field) not in options:
+                    return False
+        return True
+    readers = [c for r in CATALOG.rules if r.derive == "finding" for c in r.when.values() if c.get("kind") == "signature"]
+    silent = [s.id for s in CATALOG.signatures.values()
+              if s.severity in ("fatal", "hang") and not any(accepts(c, s) for c in readers)]
+    assert not silent, silent
