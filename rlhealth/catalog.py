@@ -250,6 +250,17 @@ def load_catalog() -> Catalog:
 
 
 @lru_cache(maxsize=1)
+def load_focus_topics() -> list[dict[str, Any]]:
+    """rules/focus.yaml: dispatcher focus topics -> the gates whose evidence answers them."""
+    data = _yaml(_read("focus.yaml")) or {}
+    topics = []
+    for t in data.get("topics") or []:
+        re.compile(t["pattern"])
+        topics.append({"pattern": t["pattern"], "name": str(t["name"]), "gates": list(t["gates"])})
+    return topics
+
+
+@lru_cache(maxsize=1)
 def load_capture_probe_policy() -> dict[str, Any]:
     """rules/capture_probes.yaml: which failed live probes make which gate ERROR."""
     data = _yaml(_read("capture_probes.yaml"))

@@ -27,14 +27,34 @@ def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_ove
     """``given``: a ``rlhealth.given.Given`` (dispatcher inputs); ``with_plots``: collect HTML plot series."""
     catalog = load_catalog()
     read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp())
-    obs = observe(read, catalog, now=now.timestamp(), max_age_s=max_age_s, mode_override=mode_override)
+    if isinstance(given, dict):
+        from rlhealth.given import Given
+        given = Given.model_validate(given)
+    obs = observe(read, catalog, now=now.timestamp(), max_age_s=max_age_s, mode_override=mode_override, given=given)
     try:
         result = run_rules(catalog.rules, obs.facts, catalog.thresholds, catalog.sets)
         report = _report(obs, now, catalog, result)
     except EngineError as exc:
         result, report = None, _engine_failure_report(obs, now, str(exc))
+    if given is not None and given.focus and result is not None:
+        report = report.model_copy(update={"reasoning": report.reasoning + focus_answers(given.focus, report.gates)})
     from rlhealth.next_action import complete_report
     return complete_report(report, read=read, obs=obs, result=result, given=given, with_plots=with_plots)
+
+
+def focus_answers(focus: tuple[str, ...], gates: dict[str, GateReport]) -> str:
+    """One sentence per dispatcher focus item: the gates whose evidence speaks to it (rules/focus.yaml)
+    with their status and finding; an item no topic matches is answered with every gate."""
+    import re
+    from rlhealth.catalog import load_focus_topics
+    parts = []
+    for item in focus:
+        topic = next((t for t in load_focus_topics() if re.search(t["pattern"], item, re.I)), None)
+        names = [g for g in (topic["gates"] if topic else GATES) if g in gates]
+        about = f" ({topic['name']})" if topic else " (no topic in rules/focus.yaml matches it: every gate)"
+        evidence = "; ".join(f"{g.upper()} {gates[g].status}: {gates[g].finding}" for g in names)
+        parts.append(f" Focus {item!r}{about}: {evidence}.")
+    return "".join(parts)
 
 
 def _by_kind(result: EngineResult, kind: str) -> list[Derived]:

@@ -19,10 +19,12 @@ __all__ = ["Observation", "observe"]
 
 
 def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
-            mode_override: str | None = None) -> Observation:
+            mode_override: str | None = None, given=None) -> Observation:
+    """``given``: the dispatcher's inputs (``rlhealth.given.Given``); they fill what the evidence
+    does not state (GPU, model) and are marked as given in the measurement's source."""
     obs = Observation(read=read, catalog=catalog, now=now)
     problems.observe(obs)
-    job.observe(obs, max_age_s=max_age_s, mode_override=mode_override)
+    job.observe(obs, max_age_s=max_age_s, mode_override=mode_override, given=given)
     trainer.observe(obs)
     signatures.observe(obs)
     engines.observe(obs)

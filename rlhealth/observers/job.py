@@ -98,7 +98,7 @@ def _mode(read: BundleRead, source: str, mode_override: str | None) -> tuple[str
     return None, "undetermined"
 
 
-def observe(obs: Observation, *, max_age_s: float, mode_override: str | None) -> None:
+def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, given=None) -> None:
     read = obs.read
     manifest = read.manifest if isinstance(read.manifest, dict) else {}
     capture = read.capture if isinstance(read.capture, dict) else {}
@@ -127,6 +127,17 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None) ->
         g = GPU_RE.search(text)
         if g:
             gpu, gpu_source = GPU_NAMES.get(g.group(1)), source
+
+    if given is not None and getattr(given, "gpu", None) and gpu is None:
+        g = GPU_RE.search(given.gpu.upper())
+        gpu, gpu_source = (GPU_NAMES.get(g.group(1)) if g else given.gpu), "given (--gpu)"
+    given_model = getattr(given, "model", None) if given is not None else None
+    if given_model is not None and active_b is None:
+        model_name, model_source = given_model.name, "given (--model)"
+        active_b = given_model.active_params_b
+        if active_b is None:
+            p = PARAMS_RE.search(given_model.name)
+            active_b = float(p.group(2) or p.group(1)) if p else None
 
     def setting(key: str) -> int | None:
         if placement.get(key) is not None:

@@ -174,3 +174,16 @@ def test_record_on_an_unwritable_bundle_warns_and_keeps_the_verdict(tmp_path):
     (bundle / "rlhealth").write_text("a file where the rlhealth/ directory would go\n")
     out = run("diagnose", str(bundle), "--now", e["now"], "--record")
     assert out.returncode == 10 and "verdict not recorded" in out.stderr
+
+
+def test_given_inputs_fill_what_the_evidence_lacks_and_focus_items_are_answered():
+    d, e = incident("unknown-gpu-throughput-floored")
+    plain = json.loads(run("diagnose", str(d / "bundle"), "--now", e["now"], "--format", "json").stdout)
+    assert "GPU type unknown" in plain["gates"]["resources"]["finding"]
+    doc = json.loads(run("diagnose", str(d / "bundle"), "--now", e["now"], "--format", "json", "--gpu", "H100",
+                         "--focus", "TP=2+EP=2 first run", "--focus", "something nobody wrote a topic for").stdout)
+    resources = doc["gates"]["resources"]["finding"]
+    assert "GPU type unknown" not in resources and "on H100-80GB-SXM" in resources, resources
+    assert "Focus 'TP=2+EP=2 first run' (serving geometry): RESOURCES FAIL" in doc["reasoning"], doc["reasoning"]
+    assert "Focus 'something nobody wrote a topic for' (no topic in rules/focus.yaml matches it: every gate): LIVENESS" \
+        in doc["reasoning"]
