@@ -97,6 +97,7 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
     same_failure = any(d.fields.get("name") == "same_failure" for d in result.derived)
     restarts = RestartsReport(burned=int(burned or 0), max_retries=obs.max_retries,
                               remaining=int(remaining) if isinstance(remaining, (int, float)) else None, same_failure=same_failure,
+                              preemptions=next((f.preemption_count for f in obs.facts if f.kind == "restarts"), 0),
                               attempts=[AttemptReport(**a) for a in obs.attempts],
                               finding=str(restarts_gate.fields.get("finding")) if restarts_gate else "restarts not evaluated",
                               evidence=derivation.quoted(restarts_gate.fields.get("finding_id")) if restarts_gate else [])

@@ -367,6 +367,8 @@ class RestartsMeasured(Fact):
     """Failed attempts before the current one whose first error is a transient signature."""
     current_transient: bool = False
     controller_failure_count: int = 0
+    preemption_count: int = 0
+    """Preemptions and requeues (Slurm ``Restarts=``) the controller counts: not burned attempts."""
     max_retries: int | None = None
     max_retries_source: str | None = None
     first_signature: str | None = None

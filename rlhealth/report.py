@@ -40,6 +40,8 @@ class RestartsReport(BaseModel):
     max_retries: int | None = None
     remaining: int | None = None
     """Retries left after the burned ones (max_retries - burned), when the budget is known."""
+    preemptions: int = 0
+    """Preemptions and requeues (Slurm ``Restarts=``) the controller counts; they burn no retry."""
     same_failure: bool = False
     attempts: list[AttemptReport] = Field(default_factory=list)
     finding: str = ""

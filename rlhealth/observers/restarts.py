@@ -116,6 +116,8 @@ def observe(obs: Observation) -> None:
         errors_missing_all=sum(1 for a in every if not a["first_error"]),
         current_transient=bool(current is not None and current["transient"]),
         transient_failed=sum(1 for a in before if a["transient"]),
-        controller_failure_count=int(state.get("failure_count") or 0), max_retries=obs.max_retries,
+        controller_failure_count=int(state.get("failure_count") or 0),
+        preemption_count=int(state.get("preemption_count") or 0) if str(state.get("preemption_count") or 0).isdigit() else 0,
+        max_retries=obs.max_retries,
         max_retries_source=max_retries_source if obs.max_retries is not None else None,
         first_signature=every[0]["signature"] if every else None))

@@ -1345,6 +1345,20 @@ def controller_counted_failure(b_root):
 
 
 @incident
+def requeued_after_preemption(b_root):
+    b = agentic_running(b_root)
+    healthy_trials(b)
+    b.capture(at(126), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 2, "max_retries": 2,
+                              "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0")]})
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False, preemptions=2, max_retries=2, remaining=2),
+                fired=["restarts.none"], evidence=[],
+                description="Preempted and requeued twice: reported, and no retry burned.")
+
+
+@incident
 def bring_up_stuck(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(235))
     b.lines("finelog.log", [
