@@ -50,6 +50,7 @@ EXTRACTORS: dict[str, str] = {
     "x_generator_init": r"TerminalBenchGenerator initialized",
     "x_source_rev": r"MarinSkyRL now at [0-9a-f]{7,40}",
     "x_resumed": r"Resumed training from global_step [0-9]+",
+    "x_engine_model": r"Initializing an? (?:V[0-9]+ )?LLM engine[^\n]*with config: model=",
 }
 TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
 _SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
@@ -143,6 +144,8 @@ class BundleRead:
     stats_count: int = 0
     stats_eras: set[str] = field(default_factory=set)
     eager_lines: list[tuple[bool, Occurrence]] = field(default_factory=list)
+    engine_model: tuple[str, Occurrence] | None = None
+    """The served model from the first vLLM engine init line (``... with config: model='X'``)."""
     batch_complete: list[tuple[dict, Occurrence]] = field(default_factory=list)
     exc_breakdown: dict[str, int] = field(default_factory=dict)
     exc_breakdown_occ: Occurrence | None = None
@@ -281,6 +284,10 @@ class _Router:
                 read.stats_count += 1
                 read.stats_eras.add(sample.era)
                 read.stats.setdefault(sample.engine, deque(maxlen=400)).append(sample)
+        if "x_engine_model" in keys and read.engine_model is None:
+            model = vp.model_from_init_line(text)
+            if model:
+                read.engine_model = (model, occ)
         if "x_eager" in keys:
             value = vp.eager_from_line(text)
             if value is not None and len(read.eager_lines) < 50:

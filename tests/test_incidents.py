@@ -65,6 +65,8 @@ def test_incident(d, monkeypatch, update_golden):
         assert needle in doc["gates"][gate]["finding"], (gate, doc["gates"][gate]["finding"])
     if expected.get("mode_source_contains"):
         assert expected["mode_source_contains"] in doc["mode_source"], doc["mode_source"]
+    for gate, needle in (expected.get("any_finding_contains") or {}).items():
+        assert any(needle in f["finding"] for f in doc["gates"][gate]["findings"]), (gate, doc["gates"][gate]["findings"])
     if expected.get("reasoning_contains"):
         assert expected["reasoning_contains"] in doc["reasoning"], doc["reasoning"]
     if expected.get("first_error_contains"):

@@ -84,3 +84,13 @@ def eager_from_config(config_text: str) -> bool | None:
     for m in re.finditer(r"enforce_eager[\"']?\s*[=:]\s*[\"']?(true|false|True|False|1|0)\b", config_text):
         found = m.group(1).lower() in ("true", "1")
     return found
+
+
+_INIT_MODEL_RE = re.compile(r"with config: model=['\"]([^'\",]+)['\"]")
+
+
+def model_from_init_line(text: str) -> str | None:
+    """The model of a vLLM engine init line (``Initializing a V1 LLM engine (v0.8.5) with config:
+    model='Qwen/Qwen3-8B', ...``), or None."""
+    m = _INIT_MODEL_RE.search(text)
+    return m.group(1) if m else None

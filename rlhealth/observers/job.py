@@ -122,6 +122,12 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
             if p:
                 active_b = float(p.group(2) or p.group(1))
                 model_source = f"model path in {source}"
+    if active_b is None and read.engine_model is not None:
+        served, occ = read.engine_model
+        p = PARAMS_RE.search(served)
+        if p:
+            model_name, active_b = served, float(p.group(2) or p.group(1))
+            model_source = f"vLLM engine init line {occ.source}:{occ.line}"
     gpu, gpu_source = hardware.get("gpu"), ("capture job.json hardware.gpu" if hardware.get("gpu") else None)
     if gpu is None and text:
         g = GPU_RE.search(text)

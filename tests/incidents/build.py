@@ -1359,6 +1359,23 @@ def requeued_after_preemption(b_root):
 
 
 @incident
+def model_from_engine_init_line(b_root):
+    entry = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "--train_data", "['gsm8k']",
+                                 "generator.enforce_eager=false", "--gpu", "H100"]})
+    b = Bundle(b_root, job_id="/alice/rl-moe-gsm8k", entrypoint=entry, synced=at(155))
+    lines = training_log(15, gen=2200.0)
+    lines.insert(2, "(AsyncVLLMInferenceEngine pid=2871, ip=10.1.2.3) INFO 08-01 12:00:40 [core.py:58] Initializing a V1 LLM "
+                    "engine (v0.10.1.1) with config: model='Qwen/Qwen3-30B-A3B', speculative_config=None, "
+                    "tokenizer='Qwen/Qwen3-30B-A3B', skip_tokenizer_init=False, tokenizer_mode=auto")
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_ok"],
+                any_finding_contains=dict(resources="moe_30b_a3b on H100-80GB-SXM"), evidence=[],
+                description="The launch names no model; the vLLM engine init line does (Qwen3-30B-A3B, ~3B active).")
+
+
+@incident
 def bring_up_stuck(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(235))
     b.lines("finelog.log", [
