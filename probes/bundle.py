@@ -16,11 +16,12 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlhealth.catalog import Catalog, Signature
+if TYPE_CHECKING:   # the reader is handed the catalog; it never loads the rule base itself
+    from rlhealth.catalog import Catalog, Signature
 from rlhealth.facts import Evidence, Occurrence, ProblemNote
-from rlhealth.probes.capture import CAPTURES_DIR
+from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
@@ -607,32 +608,6 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     return read
 
 
-def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tuple[Occurrence, str, bool]]:
-    """The first causal error of each attempt: ``attempt -> (occurrence, signature id, transient)``.
-
-    The earliest primary error (a fatal, hang or transient signature; a traceback quotes its
-    exception line) wins; a marker (a wall-clock time limit) only when no primary exists; a
-    survivor (secondary: TCPStore cascades, a cancellation) only when nothing else does. Benign
-    noise never counts. Attempt -1 holds files without an attempt of their own.
-    """
-    ranks = {"fatal": 0, "hang": 0, "transient": 0, "marker": 1, "secondary": 2}
-    candidates = {sig_id: agg for sig_id, agg in signatures.items() if agg.signature.severity in ranks}
-    explained = _explained(candidates)
-    best: dict[int, tuple[int, Occurrence, str, bool]] = {}
-    for sig_id in sorted(candidates):
-        agg = candidates[sig_id]
-        rank = ranks[agg.signature.severity]
-        for attempt, occ in agg.first_by_attempt.items():
-            if (sig_id, attempt) in explained:
-                continue
-            prior = best.get(attempt)
-            if prior is None or rank < prior[0] or (rank == prior[0] and earlier(occ, prior[1])) or (
-                    rank == prior[0] and _same_line(occ, prior[1]) and _quotes_other_line(candidates[prior[2]])
-                    and not _quotes_other_line(agg)):
-                best[attempt] = (rank, occ, sig_id, agg.signature.transient)
-    return {k: (v[1], v[2], v[3]) for k, v in best.items()}
-
-
 CONTINUATION_LOOKBACK_LINES = 200
 CONTINUATION_LOOKBACK_BYTES = 32 * 1024
 # Lines that continue the record above them rather than start one: traceback frames and source
@@ -662,50 +637,13 @@ def _continued_record_ts(hit: LineHit, reference_epoch: float | None) -> float |
     return None
 
 
-def _same_line(a: Occurrence, b: Occurrence) -> bool:
-    return a.source == b.source and a.line == b.line
-
-
-def _quotes_other_line(agg: SignatureAgg) -> bool:
-    """A signature that quotes another line (a traceback quoting its exception line) is generic:
-    on that same line a signature matching the line itself names the error."""
-    return agg.signature.detail_after is not None
-
-
-def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
-    """``(signature id, attempt)`` pairs whose first occurrence is a consequence of another
-    candidate signature of that attempt (the catalog's ``explains``): not timestamped strictly
-    before the explaining signature's first occurrence. If that would leave an attempt with no
-    candidate at all (explanations in a cycle), the attempt keeps all of them."""
-    out: set[tuple[str, int]] = set()
-    for explainer_id, explainer in candidates.items():
-        for target in explainer.signature.explains:
-            agg = candidates.get(target)
-            if agg is None or target == explainer_id:
-                continue
-            for attempt, occ in agg.first_by_attempt.items():
-                cause = explainer.first_by_attempt.get(attempt)
-                if cause is None:
-                    continue
-                if occ.ts is not None and cause.ts is not None and occ.ts < cause.ts:
-                    continue
-                out.add((target, attempt))
-    for attempt in {a for agg in candidates.values() for a in agg.first_by_attempt}:
-        present = {sig_id for sig_id, agg in candidates.items() if attempt in agg.first_by_attempt}
-        if present and all((sig_id, attempt) in out for sig_id in present):
-            out -= {(sig_id, attempt) for sig_id in present}
-    return out
-
-
 def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_at_boundaries: bool = False,
-                  catalog: Catalog | None = None) -> BundleRead:
+                  catalog: Catalog) -> BundleRead:
     """One log file routed exactly as ``read_bundle`` routes it: signature occurrences (first per
     attempt), metric records in every serialization (WANDB_MIRROR JSON and the legacy python-dict
     blocks), step progress. ``split_at_boundaries``: attempts are numbered at the Iris boundary
     lines (0 before the first), as for a bundle's finelog; otherwise every line is ``attempt``.
     Every metric record is kept (no first-occurrence merge: the caller sees repeats)."""
-    from rlhealth.catalog import load_catalog
-    catalog = catalog or load_catalog()
     read = BundleRead(root=Path(path).parent)
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
     router = _Router(read, catalog, None, source, None if split_at_boundaries else attempt, skip)
@@ -716,13 +654,11 @@ def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_
     return read
 
 
-def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = None,
+def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog,
                     reference_epoch: float | None = None) -> BundleRead:
     """Scan log files as ONE attempt with the diagnosis' scanner and routing: every signature the
     catalog recognised (after suppression and skip rules), with occurrences. Yearless timestamps
     take their year from ``reference_epoch`` (None: 1970, still ordered within the files)."""
-    from rlhealth.catalog import load_catalog
-    catalog = catalog or load_catalog()
     read = BundleRead(root=Path("."))
     scanner = scanner_for(catalog)
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
@@ -732,19 +668,6 @@ def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog | None = Non
         except OSError:
             continue
     return read
-
-
-def first_causal_signature(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> tuple[Occurrence, str] | None:
-    """The first causal error across the log files of ONE attempt and its signature id."""
-    found = first_errors_by_attempt(scan_signatures(files, catalog).signatures).get(1)
-    return (found[0], found[1]) if found else None
-
-
-def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> Occurrence | None:
-    """The first causal error across the log files of ONE attempt (e.g. a Slurm chain leg's
-    .err and .out), by the signature catalog -- the same knowledge the diagnosis uses."""
-    found = first_causal_signature(files, catalog)
-    return found[0] if found else None
 
 
 @dataclass
@@ -758,7 +681,7 @@ class LiveSignals:
     newest_progress_at: str | None     # "<source>:<line>"
 
 
-def live_signals(files: list[tuple[Path, str]], catalog: Catalog | None = None) -> LiveSignals:
+def live_signals(files: list[tuple[Path, str]], catalog: Catalog) -> LiveSignals:
     read = scan_signatures(files, catalog)
     hang, hang_id = None, None
     for sig_id in sorted(read.signatures):
@@ -776,8 +699,7 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
     """Failed probes recorded in capture.json become evidence problems (rules/capture_probes.yaml)."""
     if not isinstance(probes, list):
         return
-    from rlhealth.catalog import load_capture_probe_policy
-    policy = load_capture_probe_policy()
+    policy = capture_probe_policy()
     last: dict[tuple[str, str], dict] = {}
     for record in probes:
         if isinstance(record, dict) and isinstance(record.get("name"), str):
@@ -802,8 +724,7 @@ def _manifest_artifact_errors(read: BundleRead, manifest: dict) -> None:
     errors = artifacts.get("errors")
     if not isinstance(errors, list):
         return
-    from rlhealth.catalog import load_capture_probe_policy
-    policy = load_capture_probe_policy()
+    policy = capture_probe_policy()
     for error in errors[:20]:
         if isinstance(error, dict):
             name = str(error.get("artifact") or error.get("name") or error.get("path") or "artifact")

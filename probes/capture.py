@@ -29,6 +29,16 @@ def _value_sets() -> dict[str, list[str]]:
     return yaml.safe_load(resources.files("rlhealth.rules").joinpath("sets.yaml").read_text(encoding="utf-8"))
 
 
+def capture_probe_policy() -> dict:
+    """rules/capture_probes.yaml: which failed live probes and manifest artifact errors make which
+    gate ERROR, and the fix to name for each fault."""
+    import yaml
+    from importlib import resources
+    data = yaml.safe_load(resources.files("rlhealth.rules").joinpath("capture_probes.yaml").read_text(encoding="utf-8"))
+    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
+            "artifacts": list(data.get("artifacts") or []), "fixes": dict(data.get("fixes") or {})}
+
+
 TERMINAL_STATES = frozenset(_value_sets()["terminal_states"])
 """The one terminal-state set (rules/sets.yaml terminal_states), shared with the rule base."""
 

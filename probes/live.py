@@ -72,10 +72,11 @@ def _stall_threshold_s() -> float | None:
 
 def flight_recorder_reason(log_files: list[tuple[Path, str]], captured_at_epoch: float) -> tuple[str | None, str]:
     """(reason to fetch the dumps or None, what was measured) from the captured logs of a live attempt."""
+    from rlhealth.catalog import load_catalog
     from rlhealth.probes.bundle import live_signals
 
     fr = policy().get("flight_recorder") or {}
-    signals = live_signals(log_files)
+    signals = live_signals(log_files, load_catalog())
     severities = set(fr.get("when_signature_severity") or [])
     if signals.hang is not None and "hang" in severities:
         return (f"hang signature {signals.hang_signature} at {signals.hang.source}:{signals.hang.line}",

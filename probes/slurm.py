@@ -42,7 +42,8 @@ import paramiko
 
 from rlhealth.probes import live
 from rlhealth.probes.allowlist import CommandRefused, load_allowlist
-from rlhealth.probes.bundle import first_causal_error
+from rlhealth.catalog import load_catalog
+from rlhealth.first_error import first_causal_error
 from rlhealth.probes.scan import strip_actor_prefix
 from rlhealth.probes.capture import (Attempt, CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo,
                                      ProbeRecord, utc_iso)
@@ -643,7 +644,7 @@ def leg_error(capture_dir: Path, leg: ps.Leg) -> str | None:
     slurm = Path(capture_dir) / "slurm"
     files = [(slurm / name, f"slurm/{name}") for ext in ("err", "out")
              for name in (f"{leg.job_id}.{ext}.head", f"{leg.job_id}.{ext}") if (slurm / name).is_file()]
-    occ = first_causal_error(files)
+    occ = first_causal_error(files, load_catalog())
     if occ is None:
         return None
     text = strip_actor_prefix(occ.text).strip()

@@ -260,14 +260,6 @@ def load_focus_topics() -> list[dict[str, Any]]:
     return topics
 
 
-@lru_cache(maxsize=1)
-def load_capture_probe_policy() -> dict[str, Any]:
-    """rules/capture_probes.yaml: which failed live probes make which gate ERROR."""
-    data = _yaml(_read("capture_probes.yaml"))
-    return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
-            "artifacts": list(data.get("artifacts") or [])}
-
-
 # ----------------------------------------------------------------------------- rule checks
 _OPERATORS = {"gt", "gte", "lt", "lte", "ne", "exists", "all"}
 _ARITH = {"add", "sub", "mul", "div"}

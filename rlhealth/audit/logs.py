@@ -3,7 +3,7 @@
 The judgements are the diagnosis's own (one judgement, two commands):
   * the first causal error of each attempt comes from the signature catalog
     (``rules/signatures``) through ``probes.bundle.scan_log_file`` and
-    ``probes.bundle.first_errors_by_attempt``: earliest primary error, not the loudest; benign
+    ``rlhealth.first_error.first_errors_by_attempt``: earliest primary error, not the loudest; benign
     noise and WARNING-tagged tracebacks never count;
   * metrics are read by ``probes.parse.trainer`` in every serialization the diagnosis reads
     (``WANDB_MIRROR`` JSON and the legacy python-dict blocks);
@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhealth.audit.safefs import Root
-from rlhealth.probes.bundle import EXTRACTORS, first_errors_by_attempt, scan_log_file
+from rlhealth.catalog import load_catalog
+from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.probes.bundle import EXTRACTORS, scan_log_file
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.redact import redact
 
@@ -127,7 +129,8 @@ def _attempt_at(attempts: list[Attempt], line: int) -> Attempt | None:
 
 
 def _catalog_pass(facts: LogFacts, real: Path, src: str, split: bool, attempts: list[Attempt]) -> None:
-    read = scan_log_file(real, src, attempt=attempts[0].index if attempts else 0, split_at_boundaries=split)
+    read = scan_log_file(real, src, attempt=attempts[0].index if attempts else 0, split_at_boundaries=split,
+                         catalog=load_catalog())
     facts.malformed += read.malformed_metric_lines
     for rec in sorted(read.metric_records, key=lambda r: r.line):
         a = _attempt_at(attempts, rec.line)

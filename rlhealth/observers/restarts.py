@@ -5,7 +5,7 @@ import re
 
 from rlhealth.facts import Evidence, RestartsMeasured
 from rlhealth.observers.base import Observation, ev
-from rlhealth.probes.bundle import first_errors_by_attempt
+from rlhealth.first_error import first_errors_by_attempt
 from rlhealth.probes.textio import quote
 
 FAILED_STATES = {"failed", "worker_failed", "killed", "timeout", "out_of_memory", "node_fail", "cancelled"}

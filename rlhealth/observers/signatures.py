@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from rlhealth.facts import Occurrence, SignatureMeasured, SuppressedMeasured
 from rlhealth.observers.base import Observation, ev
-from rlhealth.probes.bundle import first_errors_by_attempt
+from rlhealth.first_error import first_errors_by_attempt
 
 
 def progress_after(occ: Occurrence | None, last: Occurrence | None) -> bool:

@@ -3,7 +3,7 @@
 Every entry's text is written to a file and scanned with the diagnosis' own compiled hyperscan
 database and line routing (``rlhealth.probes.bundle.scan_signatures``: suppression, skip rules,
 traceback exception lines); the first causal error is chosen by the diagnosis' own judgement
-(``first_errors_by_attempt``). No second matcher.
+(``rlhealth.first_error.first_errors_by_attempt``). No second matcher.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from rlhealth.catalog import load_catalog
-from rlhealth.probes.bundle import first_errors_by_attempt, scan_signatures
+from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.probes.bundle import scan_signatures
 from rlhealth.probes.parse.slurm import parse_stepd_lines
 
 CORPUS = Path(__file__).with_name("corpus.yaml")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from rlhealth.catalog import Signature, load_catalog
 from rlhealth.facts import Occurrence
-from rlhealth.probes.bundle import SignatureAgg, first_errors_by_attempt
+from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.probes.bundle import SignatureAgg
 
 CATALOG = load_catalog()
 

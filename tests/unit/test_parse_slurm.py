@@ -85,7 +85,8 @@ def test_stepd_lines_real_and_documented():
 
 def test_leg_first_causal_error_uses_the_signature_catalog(tmp_path):
     """state.json attempt errors come from the same signature catalog the diagnosis uses."""
-    from rlhealth.probes.bundle import first_causal_error
+    from rlhealth.catalog import load_catalog
+    from rlhealth.first_error import first_causal_error
 
     def first(*texts):
         files = []
@@ -93,7 +94,7 @@ def test_leg_first_causal_error_uses_the_signature_catalog(tmp_path):
             p = tmp_path / f"f{len(list(tmp_path.iterdir()))}_{i}.out"
             p.write_text(text)
             files.append((p, p.name))
-        occ = first_causal_error(files)
+        occ = first_causal_error(files, load_catalog())
         return None if occ is None else occ.text
 
     traceback = ("Traceback (most recent call last):\n"

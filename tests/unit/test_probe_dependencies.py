@@ -50,3 +50,20 @@ def test_cli_builds_the_options():
                                       "--poll-interval", "30s", "--deadline", "10m"])
     o = probe_options(args)
     assert isinstance(o, ProbeOptions) and (o.polls, o.poll_interval_s, o.deadline_s) == (4, 30.0, 600.0)
+
+
+def test_the_bundle_reader_never_loads_the_rule_base_nor_chooses_the_first_error():
+    """probes/bundle.py is handed the catalog (type-only import) and holds no first-causal-error choice
+    (that judgement is rlhealth.first_error, in the observation layer)."""
+    path = Path(rlhealth.probes.__file__).parent / "bundle.py"
+    tree = ast.parse(path.read_text())
+    runtime = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.ImportFrom) and sub.module:
+                runtime.add(sub.module)
+    assert "rlhealth.catalog" not in runtime, sorted(runtime)
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"first_errors_by_attempt", "first_causal_error", "first_causal_signature"}
