@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
+from rlhealth.probes.parse.timestamps import parse_iso
 from rlhealth.audit import config as C
 from rlhealth.audit import logs as L
 from rlhealth.audit import policy as P
@@ -28,12 +29,9 @@ LOG_SUFFIXES = (".out", ".log", ".err")
 
 
 def _parse_time(v) -> datetime | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        return datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    """An ISO-8601 time through the one time parser (``probes.parse.timestamps.parse_iso``; naive = UTC)."""
+    epoch = parse_iso(v) if isinstance(v, str) else None
+    return datetime.fromtimestamp(epoch, tz=timezone.utc) if epoch is not None else None
 
 
 class Audit:
