@@ -198,24 +198,21 @@ FAST_ROUTING = True
 """Route ``x_stats``-only lines through ``_Router._stats_fast`` (False: the plain per-line path;
 the equivalence tests compare both)."""
 _STATS_ONLY = ("x_stats",)
-
-
-class _PendingStats(tuple):
-    """(text, source, line, engine, era) of a stats line whose sample is built at the end."""
-    __slots__ = ()
-
-    def __new__(cls, text: str, source: str, line: int, engine: str, era: str):
-        return tuple.__new__(cls, (text, source, line, engine, era))
+ENGINE_HEAD_MAX_CHARS = 512
+ENGINE_CACHE_MAX = 4096
 
 
 def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
-    """Build the samples of the stats lines kept by the fast path (same values as parse_stats)."""
+    """Build the samples of the stats lines kept by the fast path (same values as parse_stats).
+
+    The fast path queues ``(text, source, line, engine, era)`` tuples; only the ones still in a
+    per-engine deque at the end get a timestamp and a ``StatsSample``."""
     for engine, queue in read.stats.items():
-        if not any(isinstance(item, _PendingStats) for item in queue):
+        if not any(type(item) is tuple for item in queue):
             continue
         done = deque(maxlen=queue.maxlen)
         for item in queue:
-            if isinstance(item, _PendingStats):
+            if type(item) is tuple:
                 text, source, line, key, era = item
                 sample = vp.parse_stats(text, source, line, line_timestamp(text, reference_epoch))
                 if sample is None or sample.engine != key or sample.era != era:
@@ -243,13 +240,28 @@ class _Router:
         self.skip = skip_patterns
         self.is_finelog = source == "finelog.log" and attempt is None
         self.boundaries = 0
+        self.engine_cache: dict[tuple, tuple[str, str]] = {}
+        self.plans: dict[tuple, tuple] = {}
+
+    def _plan(self, key_tuple: tuple[str, ...]) -> tuple[frozenset, list[str], frozenset, bool, bool]:
+        """What a line with these keys needs: (keys, its signatures sorted, the signatures they
+        suppress, has trainer-progress keys, has other extractor keys). Memoised per key tuple."""
+        plan = self.plans.get(key_tuple)
+        if plan is None:
+            keys = frozenset(key_tuple)
+            sig_keys = sorted(k for k in keys if not k.startswith("x_"))
+            suppressed = frozenset(s for k in sig_keys for s in self.catalog.signatures[k].suppresses)
+            extractors = {k for k in keys if k.startswith("x_")}
+            plan = self.plans[key_tuple] = (keys, sig_keys, suppressed, bool(keys & TRAINER_PROGRESS_KEYS),
+                                            bool(extractors - TRAINER_PROGRESS_KEYS))
+        return plan
 
     def __call__(self, hit: LineHit) -> None:
         if hit.keys == _STATS_ONLY and FAST_ROUTING:
             self._stats_fast(hit)
             return
         read = self.read
-        keys = set(hit.keys)
+        keys, sig_keys, suppressed, trainer_keys, other_extractors = self._plan(hit.keys)
         text = hit.text
         ts = line_timestamp(text, self.ref) if keys else None
         if self.is_finelog and "x_boundary" in keys:
@@ -257,15 +269,11 @@ class _Router:
             read.attempt_boundaries.append(Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts,
                                                       attempt=self.boundaries))
         attempt = self.boundaries if self.is_finelog else self.attempt
-        sig_keys = [k for k in keys if not k.startswith("x_")]
         if ts is None and sig_keys:
             ts = _continued_record_ts(hit, self.ref)
         occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
         if sig_keys:
-            suppressed: set[str] = set()
             for k in sig_keys:
-                suppressed.update(self.catalog.signatures[k].suppresses)
-            for k in sorted(sig_keys):
                 sig = self.catalog.signatures[k]
                 if k in suppressed or (k in self.skip and self.skip[k].search(text)):
                     read.suppressed[k] = read.suppressed.get(k, 0) + 1
@@ -277,8 +285,10 @@ class _Router:
                         read.signatures.setdefault(k, SignatureAgg(sig)).add(occ_k)
                         continue
                 read.signatures.setdefault(k, SignatureAgg(sig)).add(occ)
-        if keys & TRAINER_PROGRESS_KEYS:
+        if trainer_keys:
             self._trainer(hit, keys, occ)
+        if not other_extractors:
+            return
         if "x_stats" in keys:
             sample = vp.parse_stats(text, self.source, hit.lineno, ts)
             if sample is not None:
@@ -360,10 +370,10 @@ class _Router:
     def _stats_text(self, text: str, lineno: int) -> None:
         """A line whose only key is ``x_stats`` (the bulk of all matching lines).
 
-        Same outcome as ``vp.parse_stats`` + the deque append in ``__call__`` (the engine key and
-        era come from the same ``vp.engine_and_era``), but the sample
-        (a pydantic model) and the line timestamp are only built for the lines that survive in
-        the per-engine deque (``_finish_stats``); here only the engine key and era are derived.
+        Same outcome as ``vp.parse_stats`` + the deque append in ``__call__``, but the sample
+        (a pydantic model), its numbers and the line timestamp are only built for the lines that
+        survive in the per-engine deque (``_finish_stats``); here only the engine key and era are
+        derived, memoised on what they depend on (``_engine_and_era``).
         """
         # The leftmost match starts at the first "Avg prompt throughput: " or at the "Engine "
         # just before it: searching from there finds the same match, faster.
@@ -371,17 +381,35 @@ class _Router:
         if pos < 0:
             return
         engine_pos = text.rfind("Engine ", 0, pos)
-        m = vp.STATS_RE.search(text, engine_pos if engine_pos >= 0 else pos)
-        if not m:
+        m = (vp.STATS_RE_ASCII if text.isascii() else vp.STATS_RE).search(text, engine_pos if engine_pos >= 0 else pos)
+        if m is None:
             return
-        engine, era = vp.engine_and_era(text, m, self.source)
+        engine, era = self._engine_and_era(text, m)
         read = self.read
         read.stats_count += 1
         read.stats_eras.add(era)
         queue = read.stats.get(engine)
         if queue is None:
             queue = read.stats[engine] = deque(maxlen=400)
-        queue.append(_PendingStats(text, self.source, lineno, engine, era))
+        queue.append((text, self.source, lineno, engine, era))
+
+    def _engine_and_era(self, text: str, m: re.Match) -> tuple[str, str]:
+        """``vp.engine_and_era(text, m, source)``, memoised. Its result depends only on the text up
+        to the first ")" (the actor prefix, if any, ends there), the ``Engine N`` index, whether
+        the match has a Swapped field, and (V1 with an index) the 2026-era field names."""
+        close = text.find(")")
+        if close > ENGINE_HEAD_MAX_CHARS:
+            return vp.engine_and_era(text, m, self.source)
+        engine_idx, swapped = m.group("engine", "swapped")
+        key = (text[:close + 1], engine_idx, swapped is None,
+               swapped is None and engine_idx is not None and ("MM cache hit rate" in text or "External prefix" in text))
+        cache = self.engine_cache
+        found = cache.get(key)
+        if found is None:
+            if len(cache) >= ENGINE_CACHE_MAX:
+                cache.clear()
+            found = cache[key] = vp.engine_and_era(text, m, self.source)
+        return found
 
     def _exception_line(self, hit: LineHit) -> tuple[int, str] | None:
         """The exception line closing a traceback that starts at ``hit`` (same block)."""

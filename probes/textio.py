@@ -18,11 +18,23 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_PLAIN_BYTES = bytes(range(0x20, 0x7f)) + b"\t"
+"""Printable ASCII and tab: a line of only these bytes is its own clean text."""
+
+
+def is_plain(raw: bytes | bytearray) -> bool:
+    """True when ``raw`` holds only printable ASCII and tabs (``clean_line`` is then ``decode``)."""
+    return not raw.translate(None, _PLAIN_BYTES)
 
 
 def clean_line(raw: bytes | str) -> str:
     """Decode, strip ANSI escapes, CR/LF and other control characters."""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
+    if isinstance(raw, (bytes, bytearray)):
+        if not raw.translate(None, _PLAIN_BYTES):
+            return raw.decode("ascii")
+        text = raw.decode("utf-8", "replace")
+    else:
+        text = raw
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     text = text.rstrip("\r\n")

@@ -19,6 +19,10 @@ STATS_RE = re.compile(
     r"(?:, (?:Pending|Waiting): (?P<waiting>\d+) reqs)?"
     r"(?:, GPU KV cache usage: (?P<kv>[0-9.]+)%)?")
 PREFIX_RE = re.compile(r"^\s*\((?P<actor>[A-Za-z0-9_]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9.:a-f]+))?\)")
+# The same patterns for ASCII text (``str.isascii()``, constant time): identical matches there
+# (``\s`` spelled as the ASCII characters Unicode calls whitespace), found faster.
+STATS_RE_ASCII = re.compile(STATS_RE.pattern, re.ASCII)
+PREFIX_RE_ASCII = re.compile(PREFIX_RE.pattern.replace(r"\s", r"[\t\n\x0b\x0c\r\x1c-\x1f ]"), re.ASCII)
 EAGER_TRUE_RE = re.compile(r"(?:enforce_eager\s*[=:]\s*['\"]?(?:True|true|1)\b|Cudagraph is disabled under eager mode|Enforce eager set, disabling)")
 EAGER_FALSE_RE = re.compile(r"(?:enforce_eager\s*[=:]\s*['\"]?(?:False|false|0)\b|Graph capturing finished|Capturing CUDA graphs)")
 
@@ -42,7 +46,7 @@ class StatsSample(BaseModel):
 
 def engine_and_era(text: str, m: re.Match, source: str) -> tuple[str, str]:
     """The engine identity (actor:ip:pid[#index], or the file) and the stats-line era of a match."""
-    prefix = PREFIX_RE.search(text)
+    prefix = (PREFIX_RE_ASCII if text.isascii() else PREFIX_RE).search(text)
     engine_idx = m.group("engine")
     if prefix:
         who = f"{prefix.group('actor')}:{prefix.group('ip') or '-'}:{prefix.group('pid')}"
@@ -59,7 +63,7 @@ def engine_and_era(text: str, m: re.Match, source: str) -> tuple[str, str]:
 
 
 def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSample | None:
-    m = STATS_RE.search(text)
+    m = (STATS_RE_ASCII if text.isascii() else STATS_RE).search(text)
     if not m:
         return None
     engine, era = engine_and_era(text, m, source)
