@@ -22,11 +22,6 @@ _PLAIN_BYTES = bytes(range(0x20, 0x7f)) + b"\t"
 """Printable ASCII and tab: a line of only these bytes is its own clean text."""
 
 
-def is_plain(raw: bytes | bytearray) -> bool:
-    """True when ``raw`` holds only printable ASCII and tabs (``clean_line`` is then ``decode``)."""
-    return not raw.translate(None, _PLAIN_BYTES)
-
-
 def clean_line(raw: bytes | str) -> str:
     """Decode, strip ANSI escapes, CR/LF and other control characters."""
     if isinstance(raw, (bytes, bytearray)):

@@ -11,7 +11,10 @@ Compared: every matching line (line number, keys, text, line end, the lines afte
 bytes before it, as the parsers see them) over the incident corpus, a generated bench bundle
 and edge-case files, at the default block size and at tiny ones (many block boundaries; with
 a small ``MAX_LINE_BYTES`` also giant-line segmentation); and the final reports (JSON and
-Markdown) byte for byte. No timing here.
+Markdown) byte for byte. Line level: the per-line fast forms (clean_line on plain ASCII,
+line_timestamp's hint/ASCII patterns/day starts, the ASCII stats patterns, the memoised stats
+engine/era) against their straightforward forms over every distinct corpus line and fuzzed lines.
+No timing here.
 """
 from __future__ import annotations
 
@@ -287,3 +290,161 @@ def test_trials_background_falls_back_when_the_child_fails(bench_bundle, monkeyp
     expected = trials_mod.summarize_trials(trace, {}, 50, workers=1)
     monkeypatch.setattr(trials_mod, "_summarize_child", lambda send, *a: os._exit(3))
     assert asdict(trials_mod.BackgroundSummary(trace, {}, 50).result()) == asdict(expected)
+
+
+# ----------------------------------------------------------------------------- line level
+# The per-line fast forms (plain-ASCII decoding in clean_line, the ISO hint / ASCII regexes / day
+# starts in line_timestamp, the ASCII stats regexes, the memoised engine/era of stats lines) against
+# the straightforward forms below, over every line of the corpus and fuzzed lines.
+import random  # noqa: E402
+import re  # noqa: E402
+
+from rlhealth.probes.parse import timestamps as ts_mod  # noqa: E402
+from rlhealth.probes.parse import vllm as vp  # noqa: E402
+from rlhealth.probes.parse.timestamps import line_timestamp  # noqa: E402
+
+_REF_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_REF_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def reference_clean_line(raw):
+    text = raw.decode("utf-8", "replace") if isinstance(raw, (bytes, bytearray)) else raw
+    if "\x1b" in text:
+        text = _REF_ANSI.sub("", text)
+    text = text.rstrip("\r\n")
+    if _REF_CONTROL.search(text):
+        text = _REF_CONTROL.sub("", text)
+    return text
+
+
+def _reference_yearless(mo, d, hh, mi, ss, reference_epoch):
+    ref = datetime.fromtimestamp(reference_epoch or 0, tz=timezone.utc)
+    t = ts_mod._mk(ref.year, mo, d, hh, mi, ss)
+    if t is not None and reference_epoch is not None and t > reference_epoch + 86400:
+        t = ts_mod._mk(ref.year - 1, mo, d, hh, mi, ss)
+    return t
+
+
+def reference_line_timestamp(text, reference_epoch):
+    """line_timestamp with the Unicode patterns searched over the whole line, datetime per call."""
+    m = ts_mod._DMESG_T.match(text)
+    if m:
+        mon, d, hh, mi, ss, y = m.groups()
+        return ts_mod._mk(int(y), ts_mod._MONTHS[mon], int(d), int(hh), int(mi), int(ss))
+    m = ts_mod._SYSLOG.match(text)
+    if m:
+        mon, d, hh, mi, ss = m.groups()
+        return _reference_yearless(ts_mod._MONTHS[mon], int(d), int(hh), int(mi), int(ss), reference_epoch)
+    m = ts_mod._ISO.search(text)
+    if m:
+        y, mo, d, hh, mi, ss, frac, tz = m.groups()
+        t = ts_mod._mk(int(y), int(mo), int(d), int(hh), int(mi), int(ss))
+        if t is not None:
+            if frac:
+                t += float("0." + frac)
+            return t - ts_mod._tz_offset(tz)
+    m = ts_mod._VLLM.search(text)
+    if m:
+        return _reference_yearless(*(int(g) for g in m.groups()), reference_epoch)
+    m = ts_mod._GLOG.search(text)
+    if m:
+        t = _reference_yearless(*(int(g) for g in m.groups()[:5]), reference_epoch)
+        if t is not None and m.group(6):
+            t += float("0." + m.group(6))
+        return t
+    m = ts_mod._GLOG_BARE.match(text)
+    if m:
+        return _reference_yearless(*(int(g) for g in m.groups()), reference_epoch)
+    return None
+
+
+def reference_parse_stats(text, source, line, ts):
+    """parse_stats with the Unicode patterns only."""
+    m = vp.STATS_RE.search(text)
+    if not m:
+        return None
+    prefix = vp.PREFIX_RE.search(text)
+    engine_idx = m.group("engine")
+    who = f"{prefix.group('actor')}:{prefix.group('ip') or '-'}:{prefix.group('pid')}" if prefix else source
+    engine = f"{who}#{engine_idx}" if engine_idx is not None else who
+    if m.group("swapped") is not None:
+        era = "v0"
+    elif engine_idx is not None:
+        era = "v1-2026" if "MM cache hit rate" in text or "External prefix" in text else "v1"
+    else:
+        era = "v1-early"
+    return vp.StatsSample(engine=engine, ts=ts, prompt_tok_s=float(m.group("prompt")), gen_tok_s=float(m.group("gen")),
+                          running=int(m.group("running")), waiting=int(m.group("waiting") or 0),
+                          kv_pct=float(m.group("kv")) if m.group("kv") else None, source=source, line=line, era=era,
+                          text=text)
+
+
+_STATS = ("(AsyncVLLMInferenceEngine pid=7, ip=10.0.0.1) INFO 08-01 12:00:01 [loggers.py:259] Engine 000: Avg prompt "
+          "throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, "
+          "GPU KV cache usage: 5.0%, Prefix cache hit rate: 6.0%")
+_TIMED = ["2026-08-01 12:00:00,123 x", "x 2026-02-30T12:00:00Z y 2026-03-01T01:02:03+02:00", "2026-08-01_07:01:51 z",
+          "INFO 08-02 11:59:41 [x] a", "WARNING 02-29 23:59:59 b", "ERROR 12-31 23:59:59 c", "INFO 13-01 00:00:00 d",
+          "INFO 08-01 25:61:61 e", "INFO 08-01 24:00:00 e", "INFO 08-01 23:60:00 e",
+          "INFO 08-01 23:59:60 e", "INFO 00-01 10:00:00 e", "INFO 02-29 10:00:00 e", "[E801 05:20:04.123456789 f", "[W0229 05:20:04 g", "I0712 15:54:56.488170 5711 f.go:53] h",
+          "[Fri Aug  9 13:32:56 2024] i", "Feb 29 19:24:11 host j", "Apr 29 19:24:11 host k", "[ 1843.308145] l",
+          "2026-08-01 12:00:00.5Z", "12026-08-01 12:00:00", "-08-01 12:00:00", "2026-08-0112:00:00"]
+_UNICODE_DIGITS = "٠١٢٣٤٥٦٧٨٩０１２３"
+
+
+def _fuzzed_lines(n: int = 3000) -> list[bytes]:
+    rng = random.Random(16)
+    seeds = [s.encode() for s in _TIMED] + [_STATS.encode(), _STATS.replace("Waiting", "Swapped: 1 reqs, Pending").encode(),
+                                            _STATS.replace("Engine 000: ", "").encode(), (_STATS + ", MM cache hit rate: 1%").encode()]
+    alphabet = [b"\x1b[31m", b"\x1c", b"\x1f", b"\r", b"\t", b"\x00", b"\x7f", b"\xff", b"\xc3\xa9", b" ", b"-", b":", b"(", b")",
+                b"0", b"9"] + [c.encode() for c in _UNICODE_DIGITS]
+    out = []
+    for _ in range(n):
+        line = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(0, 3)):
+            i = rng.randrange(len(line) + 1)
+            if rng.random() < 0.5 and i < len(line):
+                line[i:i + 1] = rng.choice(alphabet)
+            else:
+                line[i:i] = rng.choice(alphabet)
+        out.append(bytes(line))
+    return out
+
+
+def _corpus_lines(tmp: Path, bench_root: Path, limit_per_file: int = 5000) -> list[bytes]:
+    lines: dict[bytes, None] = {}
+    for path in _all_log_files(tmp, bench_root):
+        with open(path, "rb") as handle:
+            for i, raw in enumerate(handle):
+                if i >= limit_per_file:
+                    break
+                lines[raw.rstrip(b"\n")] = None
+    return list(lines)
+
+
+def test_fast_line_forms_equal_reference(tmp_path, bench_bundle):
+    fuzzed = _fuzzed_lines()
+    raws = _corpus_lines(tmp_path, bench_bundle) + fuzzed
+    assert len(raws) > 10000
+    fuzzed = set(fuzzed)
+    refs = [None, datetime(2026, 8, 1, 15, 0, tzinfo=timezone.utc).timestamp(),
+            datetime(2026, 1, 1, 0, 30, tzinfo=timezone.utc).timestamp(), datetime(2025, 2, 28, tzinfo=timezone.utc).timestamp()]
+    router = bundle_mod._Router(bundle_mod.BundleRead(root=tmp_path), load_catalog(), None, "f.log", None, {})
+    timed = stats = 0
+    for raw in raws:
+        text = clean_line(raw)
+        assert text == reference_clean_line(raw), raw
+        # line_timestamp also sees uncleaned text (dict blocks, continuation lines)
+        for variant in (text, raw.decode("utf-8", "replace")) if raw in fuzzed else (text,):
+            for ref in refs:
+                got, expected = line_timestamp(variant, ref), reference_line_timestamp(variant, ref)
+                assert got == expected, (variant, ref, got, expected)
+                timed += expected is not None
+        sample = vp.parse_stats(text, "f.log", 1, None)
+        assert sample == reference_parse_stats(text, "f.log", 1, None), text
+        if sample is not None:
+            stats += 1
+            pos = text.find("Avg prompt throughput: ")
+            engine_pos = text.rfind("Engine ", 0, pos)
+            m = vp.STATS_RE.search(text, engine_pos if engine_pos >= 0 else pos)
+            assert router._engine_and_era(text, m) == (sample.engine, sample.era), text
+    assert timed > 10000 and stats > 1000
