@@ -360,7 +360,7 @@ class _Router:
             if step in self.seen_steps:
                 return
             self.seen_steps.add(step)
-            metrics = {sys.intern(k): v for k, v in metrics.items()}
+            metrics = {sys.intern(k): v for k, v in tp.diagnosis_metrics(metrics).items()}
         self.read.metric_records.append(tp.MetricRecord(step=step, metrics=metrics, source=self.source, line=line,
                                                         ts=ts, serialization=serialization))
 

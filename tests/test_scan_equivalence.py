@@ -18,6 +18,7 @@ No timing here.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import asdict
@@ -222,9 +223,10 @@ def _fast_path(monkeypatch, block_bytes=None):
                             lambda self, path, block_bytes_=block_bytes: original(self, path, block_bytes_))
 
 
-def _reports(bundle: Path, now: datetime, mode: str | None) -> tuple[str, str]:
-    report = diagnose(bundle, now=now, mode_override=mode)
-    return render(report, "json"), render(report, "markdown")
+def _reports(bundle: Path, now: datetime, mode: str | None) -> tuple[str, str, str]:
+    """JSON, Markdown and the HTML report's plot series (which read every metric record)."""
+    report = diagnose(bundle, now=now, mode_override=mode, with_plots=True)
+    return render(report, "json"), render(report, "markdown"), json.dumps(report.plots, sort_keys=True, default=str)
 
 
 def _cases(bench_root: Path):

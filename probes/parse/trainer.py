@@ -42,6 +42,17 @@ METRIC_ALIASES: dict[str, tuple[str, ...]] = {
     "step_time_s": ("timing/step",),
 }
 
+_READ_METRIC_KEYS = frozenset(k for aliases in METRIC_ALIASES.values() for k in aliases) | {"trainer/global_step"}
+_PASS_AT_RE = re.compile(r"reward/avg_pass_at_\d+")
+
+
+def diagnosis_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """The metrics of a record that a diagnosis reads, in record order: every alias of
+    ``METRIC_ALIASES`` (what ``metric`` looks up), the ``reward/avg_pass_at_N`` fallback,
+    ``timing/*`` phase durations and the step. A record keeps these instead of its whole payload
+    (often hundreds of metrics), so memory per step stays bounded."""
+    return {k: v for k, v in metrics.items() if k in _READ_METRIC_KEYS or k.startswith("timing/") or _PASS_AT_RE.fullmatch(k)}
+
 
 class MetricRecord(BaseModel):
     """One training-step metric record, with where it was read."""
