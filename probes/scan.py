@@ -81,9 +81,7 @@ class Scanner:
         self._key_cache: dict[int, tuple[str, ...]] = {}
         self._buffers = None
         self._buffer_lock = threading.Lock()
-        self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._db.compile(expressions=[p.regex.encode() for p in self.patterns],
-                         ids=list(range(len(self.patterns))), elements=len(self.patterns), flags=flags)
+        self._db = compiled_database([p.regex.encode() for p in self.patterns], flags)
 
     def _numpy(self):
         if self._np is None:
@@ -250,6 +248,71 @@ class Scanner:
             hits.append((start, line_end, k, keys))
         total = k + newlines(pos, end)
         return total, hits
+
+
+def database_cache_dir() -> Path | None:
+    """Where compiled pattern databases are kept: ``$RLHEALTH_CACHE_DIR`` (set but empty: no
+    cache), else ``$XDG_CACHE_HOME/rlhealth``, else ``~/.cache/rlhealth``."""
+    configured = os.environ.get("RLHEALTH_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rlhealth"
+
+
+def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.Database:
+    """A block-mode database of ``expressions`` (ids = positions), loaded from the cache when a
+    database of exactly these expressions, flags and hyperscan version was compiled before
+    (compiling takes 0.1-0.5 s, loading well under a millisecond), else compiled and cached.
+    A missing, unreadable or corrupt cache file only costs the compilation (hyperscan validates
+    what it deserializes); nothing here fails because of the cache."""
+    import hashlib
+
+    ids = list(range(len(expressions)))
+    key = hashlib.sha256(repr((getattr(hyperscan, "__version__", ""), hyperscan.HS_MODE_BLOCK,
+                               expressions, ids, flags)).encode()).hexdigest()[:32]
+    cache_dir = database_cache_dir()
+    path = cache_dir / f"patterns-{key}.hsdb" if cache_dir is not None else None
+    if path is not None:
+        try:
+            db = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+            db.scratch = hyperscan.Scratch(db)
+            return db
+        except (OSError, hyperscan.error, TypeError, ValueError):
+            pass
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=expressions, ids=ids, elements=len(expressions), flags=flags)
+    if path is not None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(hyperscan.dumpb(db))
+            os.replace(tmp, path)   # atomic: concurrent diagnoses read a whole file or none
+            _prune_database_cache(path.parent)
+        except (OSError, hyperscan.error):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+    return db
+
+
+DATABASE_CACHE_KEEP = 16
+"""Cached databases kept (newest first); older ones (earlier catalogs) are removed."""
+
+
+def _prune_database_cache(cache_dir: Path) -> None:
+    stamped = []
+    for p in cache_dir.glob("patterns-*.hsdb"):
+        try:
+            stamped.append((p.stat().st_mtime, p))
+        except OSError:
+            continue
+    for _, p in sorted(stamped, reverse=True)[DATABASE_CACHE_KEEP:]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 def _file_size(path: Path) -> int:

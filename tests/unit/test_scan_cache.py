@@ -1,0 +1,86 @@
+"""The compiled-database cache of probes/scan.py: a cached database matches exactly what a fresh
+compilation matches; a corrupt, unwritable or disabled cache only costs the compilation."""
+from __future__ import annotations
+
+import hyperscan
+import pytest
+
+from rlhealth.catalog import load_catalog
+from rlhealth.probes import bundle as bundle_mod
+from rlhealth.probes import scan as scan_mod
+from rlhealth.probes.scan import Scanner
+
+TEXT = (b"(AsyncVLLMInferenceEngine pid=7, ip=10.0.0.1) INFO 08-01 12:00:01 [loggers.py:259] Engine 000: Avg prompt "
+        b"throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs\n"
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        b"Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: NCCL error: unhandled system error\n"
+        b"WANDB_MIRROR kind=train step=3 metrics={}\n" * 3)
+
+
+def _matches(scanner: Scanner) -> list[tuple]:
+    out = []
+    scanner._db.scan(TEXT, match_event_handler=lambda pid, start, end, flags, ctx: out.append((pid, end)))
+    return sorted(out)
+
+
+@pytest.fixture
+def patterns():
+    return bundle_mod._catalog_patterns(load_catalog())
+
+
+def _no_compile(monkeypatch):
+    def refuse(*a, **kw):
+        raise AssertionError("compiled although a cached database exists")
+    monkeypatch.setattr(hyperscan, "Database", refuse)
+
+
+def test_cached_database_matches_fresh_compilation(tmp_path, monkeypatch, patterns):
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", str(tmp_path))
+    fresh = _matches(Scanner(patterns))
+    cached_files = list(tmp_path.glob("patterns-*.hsdb"))
+    assert len(cached_files) == 1 and not list(tmp_path.glob("*.tmp"))
+    with monkeypatch.context() as m:
+        _no_compile(m)
+        assert _matches(Scanner(patterns)) == fresh != []
+    # other patterns: another database, never the cached one
+    other = Scanner(patterns[:3])
+    assert len(list(tmp_path.glob("patterns-*.hsdb"))) == 2 and _matches(other) != fresh
+
+
+def test_corrupt_cache_file_is_recompiled_and_replaced(tmp_path, monkeypatch, patterns):
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", str(tmp_path))
+    patterns = [p for p in patterns if p.key.startswith("x_")] + [p for p in patterns if "memory" in p.regex][:3]
+    fresh = _matches(Scanner(patterns))
+    assert fresh
+    (path,) = tmp_path.glob("patterns-*.hsdb")
+    good = path.read_bytes()
+    for bad in (b"", good[: len(good) // 2], good[:-64] + bytes(64), b"not a database"):
+        path.write_bytes(bad)
+        assert _matches(Scanner(patterns)) == fresh
+        assert path.read_bytes() == good
+
+
+def test_disabled_or_unwritable_cache(tmp_path, monkeypatch, patterns):
+    fresh = _matches(Scanner(patterns[:5]))
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", "")
+    assert scan_mod.database_cache_dir() is None
+    assert _matches(Scanner(patterns[:5])) == fresh
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", str(blocker / "sub"))   # cannot be created
+    assert _matches(Scanner(patterns[:5])) == fresh
+    monkeypatch.delenv("RLHEALTH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert scan_mod.database_cache_dir() == tmp_path / "xdg" / "rlhealth"
+
+
+def test_cache_keeps_the_newest_databases(tmp_path, monkeypatch, patterns):
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(scan_mod, "DATABASE_CACHE_KEEP", 2)
+    for n in (1, 2, 3):
+        Scanner(patterns[:n])
+    kept = sorted(tmp_path.glob("patterns-*.hsdb"))
+    assert len(kept) == 2
+    with monkeypatch.context() as m:
+        _no_compile(m)
+        Scanner(patterns[:3])   # the newest is among the kept
