@@ -60,6 +60,10 @@ class LineHit:
             yield clean_line(self.block[pos:nl])
             pos = nl + 1
 
+    def line_bytes(self) -> bytes:
+        """The bytes of this line as scanned (its segment, for a line longer than a block)."""
+        return bytes(self.block[self.block.rfind(b"\n", 0, self.end) + 1: self.end])
+
     def preceding_bytes(self, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the block ending at the end of this line."""
         return self.block[max(0, self.end - max_bytes): self.end]

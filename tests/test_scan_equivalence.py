@@ -450,3 +450,32 @@ def test_fast_line_forms_equal_reference(tmp_path, bench_bundle):
             m = vp.STATS_RE.search(text, engine_pos if engine_pos >= 0 else pos)
             assert router._engine_and_era(text, m) == (sample.engine, sample.era), text
     assert timed > 10000 and stats > 1000
+
+
+def test_prefiltered_extractors_key_the_lines_the_whole_extractor_matches(tmp_path, bench_bundle):
+    """An extractor scanned by a cheaper prefilter (``EXTRACTOR_PREFILTERS``) + the router's check
+    keys exactly the lines that hyperscan keys with the whole extractor."""
+    catalog = load_catalog()
+    whole = scan_mod.Scanner([scan_mod.Pattern(s.id, s.pattern, s.caseless) for s in catalog.signatures.values()]
+                             + [scan_mod.Pattern(k, v) for k, v in bundle_mod.EXTRACTORS.items()])
+    prefiltered = bundle_mod.scanner_for(catalog)
+    near = tmp_path / "boundaries.log"
+    near.write_bytes(b"\n".join([
+        b"task=/a/b/0 | [iris setup] step 1/2", b"task= /a/0 | [iris setup] step 1/2", b"/a/0 | [iris setup] step 1/2",
+        b"task=/a\x0b/0 | [iris setup] step 1/2", b"task=/a\xc2\xa0b/0 | [iris setup] step 1/2",
+        b"task=/a\x1cb/0 | [iris setup] step 1/2", b"x task=/a/0 | [iris setup] step 1/2 y task=",
+        b"task=/a/1 | [iris setup] step 1/2", b"task=/a/0 | [iris setup] step 1/2\r",
+        b"\x1b[0mtask=/a/0 | [iris setup] step 1/2", b"task=\n/0 | [iris setup] step 1/2"]) + b"\n")
+
+    def keyed(scanner, path, check):
+        out = []
+        scanner.scan_file(path, "f", lambda h: out.append((h.lineno, checked_keys(h.keys, h.line_bytes()) if check else h.keys)))
+        return [(n, k) for n, k in out if k]
+
+    from rlhealth.probes.bundle import checked_keys
+    boundary_lines = 0
+    for path in _all_log_files(tmp_path, bench_bundle) + [near]:
+        expected = keyed(whole, path, False)
+        assert keyed(prefiltered, path, True) == expected, path
+        boundary_lines += sum("x_boundary" in k for _, k in expected)
+    assert boundary_lines > 10
