@@ -236,6 +236,43 @@ def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
         read.stats[engine] = done
 
 
+class _PendingOccurrence:
+    """An occurrence as the fast routing records it (the fields ``earlier`` and the routing read);
+    the ``Occurrence`` model is built only for the ones the bundle read still holds when the scan
+    ends (``_settle_occurrences``), once per occurrence (shared references stay shared)."""
+    __slots__ = ("source", "line", "text", "ts", "attempt", "_model")
+
+    def __init__(self, source: str, line: int, text: str, ts: float | None, attempt: int | None):
+        self.source, self.line, self.text, self.ts, self.attempt = source, line, text, ts, attempt
+        self._model = None
+
+    def model(self) -> Occurrence:
+        if self._model is None:
+            self._model = Occurrence(source=self.source, line=self.line, text=self.text, ts=self.ts, attempt=self.attempt)
+        return self._model
+
+
+def _settled(value):
+    return value.model() if type(value) is _PendingOccurrence else value
+
+
+def _settle_occurrences(read: BundleRead) -> None:
+    """Replace every pending occurrence the routing left in ``read`` by its ``Occurrence``."""
+    for agg in read.signatures.values():
+        agg.kept = [_settled(o) for o in agg.kept]
+        agg.last = _settled(agg.last)
+        agg.first_by_attempt = {k: _settled(o) for k, o in agg.first_by_attempt.items()}
+    read.attempt_boundaries = [_settled(o) for o in read.attempt_boundaries]
+    read.phases_open = {k: _settled(o) for k, o in read.phases_open.items()}
+    for name in ("malformed_example", "step_progress_occ", "last_trainer_line", "genbuf_last_change",
+                 "genbuf_last_seen", "exc_breakdown_occ", "generator_init", "source_rev"):
+        setattr(read, name, _settled(getattr(read, name)))
+    read.eager_lines = [(value, _settled(o)) for value, o in read.eager_lines]
+    read.batch_complete = [(parsed, _settled(o)) for parsed, o in read.batch_complete]
+    if read.engine_model is not None:
+        read.engine_model = (read.engine_model[0], _settled(read.engine_model[1]))
+
+
 class _Router:
     """Routes matched lines of one file to signature aggregation and parsers."""
 
@@ -290,7 +327,10 @@ class _Router:
         attempt = self.boundaries if self.is_finelog else self.attempt
         if ts is None and sig_keys:
             ts = _continued_record_ts(hit, self.ref)
-        occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
+        if FAST_ROUTING:
+            occ = _PendingOccurrence(self.source, hit.lineno, text, ts, attempt)
+        else:
+            occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
         if sig_keys:
             for k in sig_keys:
                 sig = self.catalog.signatures[k]
@@ -648,6 +688,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 pass
     progress.close()
     _finish_stats(read, reference)
+    _settle_occurrences(read)
     # --- trials (read in a forked process while the logs are scanned; see BackgroundSummary)
     if trials_job is not None:
         read.trace_dir_exists = True
@@ -698,6 +739,7 @@ def scan_log_file(path: Path, source: str, *, attempt: int | None = None, split_
     read.lines_read = router.scan(scanner_for(catalog), Path(path))
     read.log_files.append(source)
     _finish_stats(read, None)
+    _settle_occurrences(read)
     return read
 
 
@@ -714,6 +756,7 @@ def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog,
             _Router(read, catalog, reference_epoch, rel, 1, skip).scan(scanner, path)
         except OSError:
             continue
+    _settle_occurrences(read)
     return read
 
 

@@ -481,3 +481,40 @@ def test_prefiltered_extractors_key_the_lines_the_whole_extractor_matches(tmp_pa
         assert keyed(prefiltered, path, True) == expected, path
         boundary_lines += sum("x_boundary" in k for _, k in expected)
     assert boundary_lines > 10
+
+
+def _pending_occurrences(value, seen=None) -> int:
+    """Pending occurrences anywhere inside a bundle read (dataclasses, containers)."""
+    import dataclasses
+    from collections import deque
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, bundle_mod._PendingOccurrence):
+        return 1
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(_pending_occurrences(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return sum(_pending_occurrences(v, seen) for v in value.values())
+    if isinstance(value, (list, tuple, set, frozenset, deque)):
+        return sum(_pending_occurrences(v, seen) for v in value)
+    return 0
+
+
+def test_no_pending_occurrence_leaves_the_reader(bench_bundle, monkeypatch):
+    """Routing records occurrences as ``_PendingOccurrence``; every reader entry point settles
+    them into ``Occurrence`` models before returning."""
+    monkeypatch.setattr(bundle_mod, "FAST_ROUTING", True)
+    catalog = load_catalog()
+    roots = [d / "bundle" for d in INCIDENTS] + [bench_bundle]
+    routed = 0
+    for root in roots:
+        read = bundle_mod.read_bundle(root, catalog, now_epoch=datetime(2026, 8, 3, 12, 5, tzinfo=timezone.utc).timestamp())
+        assert _pending_occurrences(read) == 0, root
+        routed += sum(agg.count for agg in read.signatures.values())
+        files = bundle_mod._log_files(root, read.capture_dir)
+        assert _pending_occurrences(bundle_mod.scan_signatures(files, catalog)) == 0, root
+        for path, rel in files[:3]:
+            assert _pending_occurrences(bundle_mod.scan_log_file(path, rel, catalog=catalog, split_at_boundaries=True)) == 0
+    assert routed > 100
