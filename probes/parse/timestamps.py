@@ -69,17 +69,19 @@ def _year_of(reference_epoch: float | None) -> int:
     return datetime.fromtimestamp(reference_epoch or 0, tz=timezone.utc).year
 
 
+def _epoch(year: int, month: int, day: int, hh: int, mi: int, ss: int) -> float | None:
+    """``_mk`` for unsigned fields, from a cached day start (no datetime per line)."""
+    if hh > 23 or mi > 59 or ss > 59:   # what datetime() refuses
+        return None
+    start = _day_start(year, month, day)
+    return None if start is None else start + (hh * 3600 + mi * 60 + ss)
+
+
 def _yearless(mo: int, d: int, hh: int, mi: int, ss: int, reference_epoch: float | None) -> float | None:
-    if hh > 23 or mi > 59 or ss > 59:   # what datetime() refuses (the fields are unsigned digits)
-        return None
     year = _year_of(reference_epoch)
-    start = _day_start(year, mo, d)
-    if start is None:
-        return None
-    t = start + (hh * 3600 + mi * 60 + ss)
-    if reference_epoch is not None and t > reference_epoch + 86400:
-        start = _day_start(year - 1, mo, d)
-        t = None if start is None else start + (hh * 3600 + mi * 60 + ss)
+    t = _epoch(year, mo, d, hh, mi, ss)
+    if t is not None and reference_epoch is not None and t > reference_epoch + 86400:
+        t = _epoch(year - 1, mo, d, hh, mi, ss)
     return t
 
 
@@ -98,7 +100,7 @@ def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
     m = (_ISO_ASCII if ascii_text else _ISO).search(text, max(0, hint.start() - 4)) if hint else None
     if m:
         y, mo, d, hh, mi, ss, frac, tz = m.groups()
-        t = _mk(int(y), int(mo), int(d), int(hh), int(mi), int(ss))
+        t = _epoch(int(y), int(mo), int(d), int(hh), int(mi), int(ss))
         if t is not None:
             if frac:
                 t += float("0." + frac)
