@@ -220,7 +220,8 @@ def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
     """Build the samples of the stats lines kept by the fast path (same values as parse_stats).
 
     The fast path queues ``(text, source, line, engine, era)`` tuples; only the ones still in a
-    per-engine deque at the end get a timestamp and a ``StatsSample``."""
+    per-engine deque at the end get a timestamp and a ``StatsSample`` (their engine and era are
+    the memoised ``vp.engine_and_era`` the routing already derived)."""
     for engine, queue in read.stats.items():
         if not any(type(item) is tuple for item in queue):
             continue
@@ -228,10 +229,8 @@ def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
         for item in queue:
             if type(item) is tuple:
                 text, source, line, key, era = item
-                sample = vp.parse_stats(text, source, line, line_timestamp(text, reference_epoch))
-                if sample is None or sample.engine != key or sample.era != era:
-                    raise AssertionError(f"stats fast path disagrees with parse_stats on {source}:{line}")
-                item = sample
+                item = vp.stats_sample(text, vp.stats_match(text), key, era, source, line,
+                                       line_timestamp(text, reference_epoch))
             done.append(item)
         read.stats[engine] = done
 
@@ -430,17 +429,11 @@ class _Router:
         """A line whose only key is ``x_stats`` (the bulk of all matching lines).
 
         Same outcome as ``vp.parse_stats`` + the deque append in ``__call__``, but the sample
-        (a pydantic model), its numbers and the line timestamp are only built for the lines that
+        with its numbers and the line timestamp is only built for the lines that
         survive in the per-engine deque (``_finish_stats``); here only the engine key and era are
         derived, memoised on what they depend on (``_engine_and_era``).
         """
-        # The leftmost match starts at the first "Avg prompt throughput: " or at the "Engine "
-        # just before it: searching from there finds the same match, faster.
-        pos = text.find("Avg prompt throughput: ")
-        if pos < 0:
-            return
-        engine_pos = text.rfind("Engine ", 0, pos)
-        m = (vp.STATS_RE_ASCII if text.isascii() else vp.STATS_RE).search(text, engine_pos if engine_pos >= 0 else pos)
+        m = vp.stats_match(text)
         if m is None:
             return
         engine, era = self._engine_and_era(text, m)
