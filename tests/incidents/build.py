@@ -91,7 +91,7 @@ class Bundle:
 
 AGENTIC_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
                                   "terminal_bench_config.trials_dir=s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen8b-tb/trace_jobs",
-                                  "generator.enforce_eager=false", "generator.num_inference_engines=4",
+                                  "generator.enforce_eager=false", "generator.num_inference_engines=2",
                                   "generator.max_num_seqs=128", "terminal_bench_config.n_concurrent_trials=256", "--gpu", "H100",
                                   "--max-retries", "1"]})
 STANDARD_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
@@ -138,10 +138,10 @@ def healthy_trials(b: Bundle, n: int = 24, start_min: float = 5, reward_every: i
 def baseline_healthy_agentic(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
     lines = training_log(12, fmt="wandb", stats_era="v1")
-    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 4 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
+    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 2 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
                            where="terminal_bench.terminal_bench_generator:__init__:77", actor="TerminalBenchGenerator pid=48213, ip=10.0.5.12"))
     b.lines("finelog.log", lines)
-    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e) for e in range(2)])
+    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e, pid=2871 + e) for e in range(2)])
     healthy_trials(b)
     return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
@@ -208,7 +208,7 @@ def baseline_benign_noise(b_root):
     b.lines("finelog.log", noise[:5] + lines + noise[5:])
     b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log",
             ["(EngineCore_DP0 pid=413) INFO 08-01 14:04:00 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."]
-            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e) for e in range(2)])
+            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e, pid=2871 + e) for e in range(2)])
     healthy_trials(b)
     return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
@@ -335,7 +335,7 @@ def throughput_starvation(b_root):
 
 @incident
 def enforce_eager_floor(b_root):
-    ep = starvation_ep(n_trials=64, seqs=128, engines=4, eager="true", model="Qwen/Qwen3-30B-A3B")
+    ep = starvation_ep(n_trials=64, seqs=128, engines=2, eager="true", model="Qwen/Qwen3-30B-A3B")
     b = Bundle(b_root, entrypoint=ep, synced=at(125))
     lines = ["(EngineCore_DP0 pid=2211) INFO 08-01 12:00:42 [vllm.py:500] Cudagraph is disabled under eager mode"]
     lines += training_log(12, stats_era="v1", engines=2, gen=62.0, running=48, waiting=0)
@@ -394,7 +394,7 @@ def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_
             "status": {"phase": phase, "containerStatuses": [cs]}}
 
 
-def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=4, seqs=128, trials=256, mode=None):
+def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=2, seqs=128, trials=256, mode=None):
     return {"mode_hint": mode, "resolved_config": None,
             "model": {"name": name, "total_params_b": active, "active_params_b": active, "source": "config.json of the policy"},
             "hardware": {"gpu": gpu, "gpus_per_node": 8, "nodes": 2},
@@ -849,7 +849,7 @@ def colocated_deception_live(b_root):
               pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
                                                                       pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0")]},
               files={"pod_logs/iris-alice-rl-qwen8b-tb-1-9f8e7d-0.log": "\n".join(
-                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e) for k in range(5) for e in range(2)) + "\n"})
+                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e, pid=2871 + e) for k in range(5) for e in range(2)) + "\n"})
     return dict(now=iso(at(202)), verdict="KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS"), restarts=dict(burned=0, same_failure=False),
                 fired=["liveness.wedge_live_policy_idle", "liveness.colocated_deception"],
