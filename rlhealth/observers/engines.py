@@ -57,7 +57,9 @@ def pod_addresses(read: BundleRead) -> dict[str, str]:
 @dataclass
 class Engine:
     """One engine: the process that prints its stats lines, wherever they were read."""
-    host: str | None
+    scope: str
+    """``ip`` (the host address is known), ``pod`` (only the pod whose file it is), ``stream`` (an
+    aggregated stream such as the finelog, host unknown) or ``file`` (no process identity at all)."""
     pid: str | None
     label: str
     samples: list = field(default_factory=list)
@@ -68,46 +70,56 @@ class Engine:
         return self.pid is not None
 
 
-def raw_identity(sample, addresses: dict[str, str]) -> tuple[str | None, str | None, str]:
-    """(host, pid, label) of one stats line. The process is the line's ``(Actor pid=N[, ip=A])``
-    prefix (Ray, vLLM V1 multiprocessing), else the pid in a Ray worker file's name; the host is
-    the prefix's ip, else the pod of a per-pod file (its pod IP when pods.json names it), else
-    unknown (an aggregated stream such as the finelog). A line with neither is identified by its
-    file and ``Engine NNN`` index only (unattributed)."""
+def raw_identity(sample, addresses: dict[str, str]) -> tuple[tuple, str]:
+    """(identity key, label) of one stats line. The process is the line's ``(Actor pid=N[, ip=A])``
+    prefix (Ray, vLLM V1 multiprocessing), else the pid in a Ray worker file's name; its host is
+    the prefix's ip, else the pod IP (pods.json) of a per-pod file, else that pod, else unknown (an
+    aggregated stream such as the finelog). A line with neither prefix nor worker file name is
+    identified by its file and ``Engine NNN`` index only (unattributed)."""
     pod = pod_of(sample.source)
-    pod_host = addresses.get(pod, pod) if pod else None
     m = PREFIX_RE.search(sample.text) if sample.text else None
-    if m:
-        host = m.group("ip") or pod_host
-        return host, m.group("pid"), f"{m.group('actor')} pid={m.group('pid')}" + (f", ip={host}" if host else "")
-    worker = RAY_WORKER_FILE_RE.match(PurePosixPath(sample.source).name)
-    if worker:
-        return pod_host, worker.group(1), f"pid={worker.group(1)}" + (f", ip={pod_host}" if pod_host else "")
+    worker = None if m else RAY_WORKER_FILE_RE.match(PurePosixPath(sample.source).name)
+    if m or worker:
+        pid = m.group("pid") if m else worker.group(1)
+        actor = f"{m.group('actor')} " if m else ""
+        ip = (m.group("ip") if m else None) or addresses.get(pod or "")
+        if ip:
+            return ("ip", ip, pid), f"{actor}pid={pid}, ip={ip}"
+        if pod:
+            return ("pod", pod, pid), f"{actor}pid={pid} on {pod}"
+        return ("stream", None, pid), f"{actor}pid={pid}"
     index = sample.engine.rsplit("#", 1)[-1] if "#" in sample.engine else None
-    return None, None, f"{sample.source}" + (f" Engine {index}" if index else "")
+    return ("file", sample.source, index), f"{sample.source}" + (f" Engine {index}" if index else "")
+
+
+def _merge_into_unique(engines: dict[tuple, Engine], scope: str, targets: tuple[str, ...]) -> None:
+    """Each engine of ``scope`` joins the one engine of a ``targets`` scope with the same pid, when
+    exactly one exists (same pid on two hosts stays two engines)."""
+    for ident in [i for i in engines if i[0] == scope]:
+        same_pid = [i for i in engines if i[0] in targets and i[2] == ident[2]]
+        if len(same_pid) == 1:
+            target, orphan = engines[same_pid[0]], engines.pop(ident)
+            target.samples += orphan.samples
+            target.sources |= orphan.sources
 
 
 def canonical_engines(read: BundleRead) -> list[Engine]:
     """The engines of the bundle, each once: the same process seen in the finelog, a pod log and a
-    Ray worker file is one engine. A process whose host is unknown (no ip in the prefix, an
-    aggregated file) is the engine with the same pid on a known host when exactly one exists."""
+    Ray worker file is one engine. An engine known only by its pod joins the one engine with that
+    pid and a known address; one seen only in an aggregated stream joins the one per-pod engine
+    with that pid. Ambiguous matches stay apart (the count errs high, never low)."""
     addresses = pod_addresses(read)
     engines: dict[tuple, Engine] = {}
     for key in sorted(read.stats):
         for sample in read.stats[key]:
-            host, pid, label = raw_identity(sample, addresses)
-            ident = (host, pid) if pid is not None else ("file", sample.source, label)
+            ident, label = raw_identity(sample, addresses)
             engine = engines.get(ident)
             if engine is None:
-                engine = engines[ident] = Engine(host=host, pid=pid, label=label)
+                engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None, label=label)
             engine.samples.append(sample)
             engine.sources.add(sample.source)
-    for ident in [i for i, e in engines.items() if e.attributed and e.host is None]:
-        hosted = [i2 for i2, e2 in engines.items() if e2.attributed and e2.host is not None and e2.pid == ident[1]]
-        if len(hosted) == 1:
-            target, orphan = engines[hosted[0]], engines.pop(ident)
-            target.samples += orphan.samples
-            target.sources |= orphan.sources
+    _merge_into_unique(engines, "pod", ("ip",))
+    _merge_into_unique(engines, "stream", ("ip", "pod"))
     out = []
     for engine in engines.values():
         seen, unique = set(), []
