@@ -195,6 +195,9 @@ class EnginesMeasured(Fact):
     unattributed_files: int = 0
     """Files whose stats lines carry no process identity (no ``(Actor pid=N)`` prefix, no Ray worker
     file name): their engines cannot be told apart, so the engine count is not comparable."""
+    deduplicated_lines: int = 0
+    """Stats lines Ray folded with others (``[repeated Nx across cluster]``): the folded engines'
+    lines are missing from that stream, so an engine absent or silent there may only be folded."""
     log_files: int = 0
     """Log files read for this diagnosis."""
     log_capture_problems: str | None = None

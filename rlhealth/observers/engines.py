@@ -17,6 +17,9 @@ from rlhealth.probes.textio import clean_line, quote
 
 # Ray's per-process log files: worker-<worker id>-<job id>-<pid>.out|err (log-formats §3.3)
 RAY_WORKER_FILE_RE = re.compile(r"^worker-[0-9a-f]+-[0-9a-f]+-(\d+)\.(?:out|err)$")
+# Ray's log deduplication folds similar lines of several processes into one (log-formats §2.1,
+# marin-artifacts §2.3): the folded engines' stats lines are not in that stream
+RAY_DEDUP_RE = re.compile(r"\[repeated \d+x across cluster\]")
 SETTING_RE = r"num_inference_engines[\"'\\]*\s*[=:]\s*[\"'\\]*{value}\b"
 CONFIG_FILE_MAX_BYTES = 4 * 1024 * 1024
 
@@ -230,6 +233,7 @@ def observe(obs: Observation) -> None:
         fact_id="engines", evidence=tuple(evidence), seen=len(engines), fresh=len(per_engine), present=present,
         identities="; ".join(e.label for e in engines),
         unattributed_files=len({src for e in engines if not e.attributed for src in e.sources}),
+        deduplicated_lines=sum(1 for e in engines for s in e.samples if s.text and RAY_DEDUP_RE.search(s.text)),
         stats_lines=read.stats_count, eras=",".join(sorted(read.stats_eras)) or None, newest_stats=iso(newest),
         stats_age_s=rounded(obs.evidence_time - newest) if newest is not None else None,
         gen_tok_s_per_engine=rounded(gen_median), running_median=median([s.running for s in recent_samples]),

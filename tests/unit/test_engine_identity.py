@@ -129,3 +129,10 @@ def test_configured_engines_quote_the_configuration_line(tmp_path):
 def test_no_configured_count_no_configured_fact(tmp_path):
     f = facts(bundle(tmp_path, {"finelog.log": [stats(10, "(AsyncVLLMInferenceEngine pid=1, ip=10.1.2.3) ")]}))
     assert "engines_configured" not in f
+
+
+def test_ray_deduplicated_stats_lines_are_counted(tmp_path):
+    lines = [stats(10, "(AsyncVLLMInferenceEngine pid=1, ip=10.1.2.3) "),
+             stats(20, "(AsyncVLLMInferenceEngine pid=1, ip=10.1.2.3) ") + " [repeated 3x across cluster]"]
+    f = facts(bundle(tmp_path, {"finelog.log": lines}))
+    assert f["engines"][0].deduplicated_lines == 1 and f["engines"][0].seen == 1
