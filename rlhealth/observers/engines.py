@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 
 from rlhealth.facts import EngineMeasured, EnginesConfigured, EnginesMeasured, Evidence, ThroughputMeasured
 from rlhealth.observers.base import Observation, capture_rel, median, quantile, rounded
-from rlhealth.probes.bundle import BundleRead, _current_attempt_start
+from rlhealth.probes.bundle import BundleRead, _current_attempt_start, _slurm_leg
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.vllm import PREFIX_RE
 from rlhealth.probes.textio import clean_line, quote
@@ -170,10 +170,22 @@ def configured_engines(obs: Observation) -> EnginesConfigured | None:
                                                 text=quote(f"num_inference_engines: {expected}"), summary=True),))
 
 
-def attempt_start(read: BundleRead) -> float | None:
-    """When the current attempt started: the newest attempt boundary line, else the controller's record."""
+def attempt_start(read: BundleRead, engines: list[Engine]) -> float | None:
+    """When the current attempt started: the newest attempt boundary line, else the controller's
+    record, else (a Slurm chain) the first stats line read from the current leg's own log."""
     starts = [o.ts for o in read.attempt_boundaries if o.ts is not None]
-    return max(starts) if starts else _current_attempt_start(read)
+    if starts:
+        return max(starts)
+    recorded = _current_attempt_start(read)
+    if recorded is not None or len(read.leg_ids) < 2:
+        return recorded
+    current = read.leg_ids[-1]
+
+    def in_current_leg(source: str) -> bool:
+        # a Jupiter bundle's finelog is its own Slurm job's log, the newest leg
+        return _slurm_leg(source) == current or (read.layout == "jupiter" and source in ("finelog.log", "finelog.stderr"))
+    in_leg = [s.ts for e in engines for s in e.samples if s.ts is not None and in_current_leg(s.source)]
+    return min(in_leg) if in_leg else None
 
 
 def log_capture_problems(read: BundleRead) -> str | None:
@@ -195,7 +207,7 @@ def observe(obs: Observation) -> None:
         return
     engines = canonical_engines(read)
     newest = max((s.ts for e in engines for s in e.samples if s.ts is not None), default=None)
-    since = attempt_start(read)
+    since = attempt_start(read, engines)
     window_start = (newest - param["throughput_recent_window_s"]) if newest is not None else None
     per_engine, recent_samples, newest_sample, present = [], [], None, 0
     for engine in engines:

@@ -136,3 +136,17 @@ def test_ray_deduplicated_stats_lines_are_counted(tmp_path):
              stats(20, "(AsyncVLLMInferenceEngine pid=1, ip=10.1.2.3) ") + " [repeated 3x across cluster]"]
     f = facts(bundle(tmp_path, {"finelog.log": lines}))
     assert f["engines"][0].deduplicated_lines == 1 and f["engines"][0].seen == 1
+
+
+def test_engines_of_an_earlier_slurm_chain_leg_are_not_in_the_current_attempt(tmp_path):
+    root = tmp_path / "jobs" / "jsc-jupiter" / "slurm" / "48402"
+    manifest = {"bundle_format": 1, "cluster": "jsc-jupiter", "job_id": "/slurm/48402", "synced_at": "2026-08-01T12:58:00Z",
+                "job": {"state": "running", "job_id": "48402", "entrypoint": "generator.num_inference_engines=1"},
+                "artifacts": {"errors": []}}
+    write(root, "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).splitlines())
+    write(root, "slurm_logs/grpo_48401.out", [stats(m, "(AsyncVLLMInferenceEngine pid=2871, ip=10.1.2.3) ") for m in (0, 5)])
+    write(root, "finelog.log", [stats(m, "(AsyncVLLMInferenceEngine pid=3001, ip=10.1.2.3) ") for m in (30, 40, 50)])
+    f = facts(root)
+    assert f["engines"][0].seen == 2 and f["engines"][0].present == 1
+    current = {e.identity: e.in_current_attempt for e in f["engine"]}
+    assert current == {"AsyncVLLMInferenceEngine pid=2871, ip=10.1.2.3": False, "AsyncVLLMInferenceEngine pid=3001, ip=10.1.2.3": True}
