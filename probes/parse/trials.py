@@ -182,12 +182,107 @@ def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | 
     if not data or data.isspace():
         return None, None, "empty result.json"
     try:
-        obj = loads_json(data)
+        obj = loads_json(data) if len(data) < MEMBER_SCAN_MIN_BYTES else load_used_members(data)
     except ValueError as exc:
         return None, data[-RESULT_EDGE_BYTES:], f"malformed result.json ({str(exc)[:80]})"
     if not isinstance(obj, dict):
         return None, None, "result.json is not an object"
     return obj, None, None
+
+
+# ---------------------------------------------------------------- large result.json: used members only
+MEMBER_SCAN_MIN_BYTES = 256 * 1024
+"""From this size on, only the members the summary uses are parsed (a result.json with rollout
+logprobs parses into tens of MB of Python floats)."""
+_USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_info", "started_at") + PHASES)
+_WS = re.compile(rb"[ \t\n\r]*")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_SCALAR = re.compile(rb'[^,:{}\[\]" \t\n\r]+')
+_STRUCTURE = re.compile(rb'["\[\]{}]')
+
+
+def _value_end(buf: bytes, pos: int) -> int:
+    """End of the JSON value at ``pos``, found by its structure (strings and brackets) only."""
+    first = buf[pos:pos + 1]
+    if first == b'"':
+        m = _STRING.match(buf, pos)
+        if m is None:
+            raise ValueError(f"unterminated string at byte {pos}")
+        return m.end()
+    if first in (b"{", b"["):
+        closers = []
+        i = pos
+        while True:
+            m = _STRUCTURE.search(buf, i)
+            if m is None:
+                raise ValueError(f"unterminated {'object' if first == b'{' else 'array'} at byte {pos}")
+            ch = buf[m.start()]
+            if ch == 0x22:                                   # "
+                s = _STRING.match(buf, m.start())
+                if s is None:
+                    raise ValueError(f"unterminated string at byte {m.start()}")
+                i = s.end()
+                continue
+            if ch in (0x7B, 0x5B):                           # { [
+                closers.append(ch + 2)                       # } ]
+            elif not closers or closers.pop() != ch:
+                raise ValueError(f"mismatched {chr(ch)} at byte {m.start()}")
+            i = m.end()
+            if not closers:
+                return i
+    m = _SCALAR.match(buf, pos)
+    if m is None:
+        raise ValueError(f"expected a value at byte {pos}")
+    return m.end()
+
+
+def _member_spans(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, int]], int]:
+    """{key: (start, end) of its value} of the object at ``pos`` (the last of a repeated key, as
+    ``json`` keeps it), and the position after the object."""
+    spans: dict[str, tuple[int, int]] = {}
+    pos = _WS.match(buf, pos + 1).end()
+    if buf[pos:pos + 1] == b"}":
+        return spans, pos + 1
+    while True:
+        m = _STRING.match(buf, pos)
+        if m is None:
+            raise ValueError(f"expected a key at byte {pos}")
+        key = loads_json(m.group())
+        pos = _WS.match(buf, m.end()).end()
+        if buf[pos:pos + 1] != b":":
+            raise ValueError(f"expected ':' at byte {pos}")
+        start = _WS.match(buf, pos + 1).end()
+        end = _value_end(buf, start)
+        spans[key] = (start, end)
+        pos = _WS.match(buf, end).end()
+        sep = buf[pos:pos + 1]
+        if sep == b"}":
+            return spans, pos + 1
+        if sep != b",":
+            raise ValueError(f"expected ',' or '}}' at byte {pos}")
+        pos = _WS.match(buf, pos + 1).end()
+
+
+def load_used_members(buf: bytes) -> Any:
+    """The members of a result.json the summary uses (``agent_result`` reduced to its
+    ``metadata``), each parsed alone; the rest is only checked for structure. A document that is
+    not an object yields a non-dict. Raises ValueError if the structure is broken."""
+    start = _WS.match(buf).end()
+    if buf[start:start + 1] != b"{":
+        end = _value_end(buf, start)
+        if _WS.match(buf, end).end() != len(buf):
+            raise ValueError(f"extra data at byte {end}")
+        return []
+    spans, end = _member_spans(buf, start)
+    if _WS.match(buf, end).end() != len(buf):
+        raise ValueError(f"extra data at byte {end}")
+    view = memoryview(buf)
+    obj = {key: loads_json(view[a:b]) for key, (a, b) in spans.items() if key in _USED_MEMBERS}
+    if "agent_result" in spans:
+        a, b = spans["agent_result"]
+        inner = _member_spans(buf, a)[0] if buf[a:a + 1] == b"{" else {}
+        obj["agent_result"] = {"metadata": loads_json(view[slice(*inner["metadata"])])} if "metadata" in inner else {}
+    return obj
 
 
 _parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
@@ -400,7 +495,9 @@ class TrialTally:
     """Running aggregates of the trials one reader has read; ``merge`` combines readers.
 
     Nothing here depends on the order trials are read in: examples and problems are the ones of
-    the smallest trial names, the sample is the newest ``sample_size`` by (start, name).
+    the smallest trial names, the sample is the newest ``sample_size`` by (start, name), and the
+    rewards and durations of each chunk of the listing are kept apart (``seal``) to be joined in
+    listing order, whichever reader read which chunk.
     """
     since: float | None
     sample_size: int
@@ -412,6 +509,7 @@ class TrialTally:
     last_started_at: float | None = None
     last_recorded_start: float | None = None
     rewards: array = field(default_factory=lambda: array("d"))
+    """rewards of the chunk being read (then sealed)"""
     turns_count: int = 0
     turns_partials: list[float] = field(default_factory=list)
     exceptions: Counter = field(default_factory=Counter)
@@ -420,6 +518,9 @@ class TrialTally:
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(trial name, problem) of the MAX_PROBLEMS smallest names"""
     phases: dict[str, array] = field(default_factory=lambda: {p: array("d") for p in PHASES})
+    """durations of the chunk being read (then sealed)"""
+    sealed: list[tuple[int, array, dict[str, array]]] = field(default_factory=list)
+    """(chunk number, its rewards, its durations)"""
     newest: list[tuple[float, str]] = field(default_factory=list)
     """min-heap of the ``sample_size`` newest completed trials, (start or -inf, name)"""
 
@@ -474,6 +575,25 @@ class TrialTally:
         elif key > self.newest[0]:
             heapq.heapreplace(self.newest, key)
 
+    def seal(self, chunk: int) -> None:
+        """The values added since the last seal belong to chunk number ``chunk`` of the listing."""
+        if self.rewards or any(self.phases.values()):
+            self.sealed.append((chunk, self.rewards, self.phases))
+            self.rewards = array("d")
+            self.phases = {p: array("d") for p in PHASES}
+
+    def joined_values(self) -> tuple[array, dict[str, array]]:
+        """Every reward and duration, in listing order (chunk by chunk; emptied as it goes)."""
+        self.seal(sys.maxsize)
+        self.sealed.sort(key=lambda part: part[0], reverse=True)
+        rewards, phases = array("d"), {p: array("d") for p in PHASES}
+        while self.sealed:
+            _, chunk_rewards, chunk_phases = self.sealed.pop()
+            rewards.extend(chunk_rewards)
+            for p, values in chunk_phases.items():
+                phases[p].extend(values)
+        return rewards, phases
+
     def merge(self, other: TrialTally) -> None:
         self.started += other.started
         self.completed += other.completed
@@ -482,7 +602,8 @@ class TrialTally:
         self.first_started_at = _pick(min, self.first_started_at, other.first_started_at)
         self.last_started_at = _pick(max, self.last_started_at, other.last_started_at)
         self.last_recorded_start = _pick(max, self.last_recorded_start, other.last_recorded_start)
-        self.rewards.extend(other.rewards)
+        other.seal(sys.maxsize)
+        self.sealed.extend(other.sealed)
         self.turns_count += other.turns_count
         for x in other.turns_partials:
             _add_exact(self.turns_partials, x)
@@ -491,8 +612,6 @@ class TrialTally:
             self._note_exception(exc, name, source)
         for name, text in other.problems:
             self._note_problem(name, text)
-        for phase, values in other.phases.items():
-            self.phases[phase].extend(values)
         for key in other.newest:
             self._note_newest(key)
 
@@ -512,14 +631,14 @@ class TrialSummary:
     completed: int = 0
     unreadable: int = 0
     rewards: array = field(default_factory=lambda: array("d"))
-    """every reward read, ascending"""
+    """every reward read, in listing order"""
     exceptions: Counter = field(default_factory=Counter)
     """in the order of each type's first trial by name (ties of ``most_common`` break that way)"""
     exception_example: dict[str, str] = field(default_factory=dict)
     turns_count: int = 0
     turns_mean: float | None = None
     phases: dict[str, array] = field(default_factory=lambda: {p: array("d") for p in PHASES})
-    """every duration per phase, ascending"""
+    """every duration per phase, in listing order"""
     problems: list[str] = field(default_factory=list)
     first_started_at: float | None = None
     last_started_at: float | None = None
@@ -534,13 +653,13 @@ class TrialSummary:
     @classmethod
     def from_tally(cls, t: TrialTally) -> TrialSummary:
         order = sorted(t.first_exception, key=lambda exc: t.first_exception[exc][0])
-        return cls(started=t.started, completed=t.completed, unreadable=t.unreadable,
-                   rewards=array("d", sorted(t.rewards)),
+        rewards, phases = t.joined_values()
+        return cls(started=t.started, completed=t.completed, unreadable=t.unreadable, rewards=rewards,
                    exceptions=Counter({exc: t.exceptions[exc] for exc in order}),
                    exception_example={exc: t.first_exception[exc][1] for exc in order},
                    turns_count=t.turns_count,
                    turns_mean=math.fsum(t.turns_partials) / t.turns_count if t.turns_count else None,
-                   phases={p: array("d", sorted(v)) for p, v in t.phases.items()},
+                   phases=phases,
                    problems=[text for _, text in t.problems],
                    first_started_at=t.first_started_at, last_started_at=t.last_started_at,
                    last_recorded_start=t.last_recorded_start, prior_generation=t.prior_generation)
@@ -613,8 +732,10 @@ def _read_claimed(root: bytes, chunks: list[bytes], tokens: int, aliases: dict[s
         token = os.read(tokens, 4)
         if len(token) < 4:
             return
-        for dir_name in chunks[int.from_bytes(token, "little")].split(b"\0"):
+        chunk = int.from_bytes(token, "little")
+        for dir_name in chunks[chunk].split(b"\0"):
             tally.add(read_trial(root, dir_name, aliases))
+        tally.seal(chunk)
 
 
 def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
@@ -683,9 +804,10 @@ class BackgroundSummary:
 
     def _tally_in_process(self) -> TrialTally:
         tally = TrialTally(self._since, self._sample_size)
-        for chunk in self._chunks:
+        for index, chunk in enumerate(self._chunks):
             for dir_name in chunk.split(b"\0"):
                 tally.add(read_trial(self._root, dir_name, self._aliases))
+            tally.seal(index)
         return tally
 
     def _tally_shared(self) -> TrialTally | None:
