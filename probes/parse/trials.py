@@ -289,17 +289,6 @@ _parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
 """A trial's phase boundaries repeat (one phase ends when the next starts)."""
 
 
-def _duration(block: Any) -> float | None:
-    if not isinstance(block, dict):
-        return None
-    a, b = block.get("started_at"), block.get("finished_at")
-    a = _parse_iso_recent(a) if isinstance(a, str) else None
-    b = _parse_iso_recent(b) if isinstance(b, str) else None
-    if a is None or b is None or b < a:
-        return None
-    return b - a
-
-
 def _from_result(read: TrialRead, obj: dict) -> None:
     reward = _dig(obj, "verifier_result", "rewards", "reward")
     if reward is None:
@@ -311,9 +300,13 @@ def _from_result(read: TrialRead, obj: dict) -> None:
     turns = _dig(obj, "agent_result", "metadata", "n_episodes")
     read.turns = _finite(float(turns)) if isinstance(turns, (int, float)) else None
     for phase in PHASES:
-        d = _duration(obj.get(phase))
-        if d is not None:
-            read.phases[phase] = d
+        block = obj.get(phase)
+        if isinstance(block, dict):
+            a, b = block.get("started_at"), block.get("finished_at")
+            if isinstance(a, str) and isinstance(b, str):
+                a, b = _parse_iso_recent(a), _parse_iso_recent(b)
+                if a is not None and b is not None and b >= a:
+                    read.phases[phase] = b - a
     started = obj.get("started_at")
     read.started_at = _parse_iso_recent(started) if isinstance(started, str) else None
 
