@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import sys
+import threading
 import unicodedata
 from array import array
 from collections import Counter
@@ -757,8 +758,8 @@ class BackgroundSummary:
     readers take chunks of directories from a shared queue. ``result()`` makes the caller a reader
     too (it takes what is left once its log scan is done), merges the readers' tallies and scores
     the coherence sample. It returns exactly what a sequential read returns; with fewer than
-    PROCESS_MIN_TRIALS directories, without fork, with one CPU, or if a reader fails, it reads
-    (again) in-process.
+    PROCESS_MIN_TRIALS directories, without fork, with one CPU, in a process running other threads,
+    or if a reader fails, it reads (again) in-process.
     """
 
     def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
@@ -772,8 +773,9 @@ class BackgroundSummary:
         self._readers: list[tuple[Any, Any]] = []
         self._tokens: int | None = None
         procs = min(workers, _cpus())
-        if procs < 2 or not sys.platform.startswith("linux") or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
-            return
+        if procs < 2 or not sys.platform.startswith("linux") or threading.active_count() > 1 \
+                or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+            return          # (a process with other threads must not fork: they may hold locks)
         read_end, write_end = os.pipe()
         try:
             os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(self._chunks))))
@@ -790,7 +792,7 @@ class BackgroundSummary:
                 proc.start()
                 send.close()
                 self._readers.append((proc, recv))
-        except (OSError, ValueError):
+        except (OSError, ValueError, AssertionError):   # AssertionError: a daemonic process has no children
             pass
         finally:
             gc.unfreeze()

@@ -171,7 +171,9 @@ def test_processes_equal_one_process_on_hostile_files(hostile_trace, monkeypatch
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(T, "PROCESS_CHUNK", 2)
     monkeypatch.setattr(T, "_cpus", lambda: 3)
-    assert asdict(T.summarize_trials(trace, {}, 50, workers=3)) == asdict(sequential)
+    shared = T.BackgroundSummary(trace, {}, 50, workers=3)
+    assert len(shared._readers) == 2                             # two forked readers and this process
+    assert asdict(shared.result()) == asdict(sequential)
 
 
 def test_json_reader_accepts_what_json_accepts_and_raises_value_error_otherwise():
