@@ -120,7 +120,7 @@ def _exists(path: bytes) -> bool:
     return True
 
 
-def loads_json(data: bytes) -> Any:
+def loads_json(data: bytes | memoryview) -> Any:
     """Parse JSON with orjson; what orjson refuses but ``json`` accepts (NaN/Infinity literals, a
     BOM, UTF-16, integers past 64 bits) is parsed by ``json``, so both read the same documents.
     Raises ValueError for anything unparseable, nesting too deep included (``json`` would raise
@@ -130,7 +130,7 @@ def loads_json(data: bytes) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(data)
+        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
     except RecursionError as exc:
         raise ValueError(str(exc)) from None
 
@@ -744,6 +744,11 @@ def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: 
         send.close()
 
 
+def _may_fork() -> bool:
+    """Linux, and no other thread running (a forked child would inherit the locks they hold)."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
 def _cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -773,9 +778,8 @@ class BackgroundSummary:
         self._readers: list[tuple[Any, Any]] = []
         self._tokens: int | None = None
         procs = min(workers, _cpus())
-        if procs < 2 or not sys.platform.startswith("linux") or threading.active_count() > 1 \
-                or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
-            return          # (a process with other threads must not fork: they may hold locks)
+        if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+            return
         read_end, write_end = os.pipe()
         try:
             os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(self._chunks))))

@@ -58,6 +58,8 @@ def _hostile(trace: Path) -> dict[str, str]:
     result("h-deep-object", b'{"a": ' * 30_000 + b"1" + b"}" * 30_000, "malformed result.json")
     # from MEMBER_SCAN_MIN_BYTES on, only the used members are parsed; the others' structure is checked
     result("h-big-array", b"[" + b"0.5, " * 100_000 + b"1]", "result.json is not an object")
+    result("h-big-nan", b'{"verifier_result": {"rewards": {"reward": NaN}}, "exception_info": {"exception_type": '
+           b'"BigNanError"}, "pad": "' + b"x" * T.MEMBER_SCAN_MIN_BYTES + b'"}')
     result("h-big-deep-unused", b'{"verifier_result": {"rewards": {"reward": 0.0625}}, "pad": '
            + b"[" * 200_000 + b"]" * 200_000 + b"}")
     result("h-big-broken", b'{"verifier_result": {"rewards": {"reward": 0.03125}}, "pad": [' + b"1, " * 100_000 + b"}",
@@ -139,6 +141,7 @@ def test_hostile_trial_files_never_crash_nor_lose_the_others(hostile_trace, monk
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(T, "PROCESS_CHUNK", 3)
     monkeypatch.setattr(T, "_cpus", lambda: 2)
+    monkeypatch.setattr(T, "_may_fork", lambda: True)            # idle threads other tests left behind
     s = T.summarize_trials(trace, {}, 50, workers=workers)
     n_started_only = sum(1 for p in cases.values() if p == "started")
     assert s.started == len(GOOD_REWARDS) + len(cases)          # symlinked dirs and files are not trials
@@ -156,6 +159,7 @@ def test_hostile_trial_files_never_crash_nor_lose_the_others(hostile_trace, monk
         assert reward in s.rewards
     assert s.exceptions["AgentTimeoutError"] == 1
     assert s.exceptions["HugeError"] == 1                        # the huge file's tail was read
+    assert s.exceptions["BigNanError"] == 1                      # a used member parsed by the json fallback
     assert s.exceptions["ValueError"] == 1                       # named in a binary exception.txt
     assert s.exception_example["ValueError"] == "h-binary-exception/exception.txt"
     assert s.exceptions["RuntimeError"] == 1                     # its exception.txt is a FIFO: not read
@@ -165,12 +169,30 @@ def test_hostile_trial_files_never_crash_nor_lose_the_others(hostile_trace, monk
     assert s.coherence_sampled == 0                              # FIFO / too deep trajectories: no text
 
 
+def test_no_fork_while_other_threads_run(hostile_trace, monkeypatch):
+    import threading
+    trace, _ = hostile_trace
+    monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
+    monkeypatch.setattr(T, "_cpus", lambda: 2)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        background = T.BackgroundSummary(trace, {}, 50)
+        assert background._readers == [] and background._tokens is None
+    finally:
+        stop.set()
+        other.join()
+    assert asdict(background.result()) == asdict(T.summarize_trials(trace, {}, 50, workers=1))
+
+
 def test_processes_equal_one_process_on_hostile_files(hostile_trace, monkeypatch):
     trace, _ = hostile_trace
     sequential = T.summarize_trials(trace, {}, 50, workers=1)
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(T, "PROCESS_CHUNK", 2)
     monkeypatch.setattr(T, "_cpus", lambda: 3)
+    monkeypatch.setattr(T, "_may_fork", lambda: True)            # idle threads other tests left behind
     shared = T.BackgroundSummary(trace, {}, 50, workers=3)
     assert len(shared._readers) == 2                             # two forked readers and this process
     assert asdict(shared.result()) == asdict(sequential)
