@@ -440,8 +440,15 @@ def coherence_problem(text: str) -> str | None:
 def agent_output(trial_dir: Path) -> tuple[str | None, str | None]:
     """(joined agent messages, relative source) from the ATIF trajectory, if readable."""
     try:
-        data = _read_file(os.fsencode(trial_dir / "agent" / "trajectory.json"), TRAJECTORY_MAX_BYTES + 1)
-        if data is None or len(data) > TRAJECTORY_MAX_BYTES:
+        opened = _open_file(os.fsencode(trial_dir / "agent" / "trajectory.json"))
+        if opened is None:
+            return None, None
+        fd, size = opened
+        try:
+            data = _read_fd(fd, size + 1, TRAJECTORY_MAX_BYTES + 1) if size <= TRAJECTORY_MAX_BYTES else b""
+        finally:
+            os.close(fd)
+        if not data or len(data) > TRAJECTORY_MAX_BYTES:
             return None, None
         obj = loads_json(data)
     except (OSError, ValueError):

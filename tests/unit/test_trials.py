@@ -116,6 +116,13 @@ def _hostile(trace: Path) -> dict[str, str]:
     d = result("h-deep-trajectory", json.dumps(_result(1.0, t0="2026-08-01T12:59:00Z")).encode())
     (d / "agent").mkdir()
     (d / "agent" / "trajectory.json").write_bytes(b'{"steps": ' + b"[" * 100_000)
+    d = result("h-huge-trajectory", json.dumps(_result(1.0, t0="2026-08-01T12:58:00Z")).encode())
+    (d / "agent").mkdir()
+    with open(d / "agent" / "trajectory.json", "wb") as fh:     # sparse: past the size read for coherence
+        fh.write(b'{"steps": [{"source": "agent", "message": "I will run the tests now and fix the parser."}], "x": "')
+        fh.truncate(T.TRAJECTORY_MAX_BYTES + 1024)
+        fh.seek(0, os.SEEK_END)
+        fh.write(b'"}')
     d = result("h-binary-exception", json.dumps(_result(0.0, exc="Exception")).encode())
     (d / "exception.txt").write_bytes(bytes(range(256)) * 40 + b"\nValueError: real cause\n")
     (trace / "not-a-dir.json").write_text("{}")
@@ -166,7 +173,7 @@ def test_hostile_trial_files_never_crash_nor_lose_the_others(hostile_trace, monk
     assert 7.0 <= s.turns_mean <= 11.0
     assert s.phases["environment_setup"] and s.phases["agent_execution"]
     assert list(s.phases["verifier"]) == []                      # finished before it started: no duration
-    assert s.coherence_sampled == 0                              # FIFO / too deep trajectories: no text
+    assert s.coherence_sampled == 0                              # FIFO / too deep / too big trajectories
 
 
 def test_no_fork_while_other_threads_run(hostile_trace, monkeypatch):
