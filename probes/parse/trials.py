@@ -122,9 +122,9 @@ def _exists(path: bytes) -> bool:
 
 def loads_json(data: bytes | memoryview) -> Any:
     """Parse JSON with orjson; what orjson refuses but ``json`` accepts (NaN/Infinity literals, a
-    BOM, UTF-16, integers past 64 bits) is parsed by ``json``, so both read the same documents.
-    Raises ValueError for anything unparseable, nesting too deep included (``json`` would raise
-    RecursionError there)."""
+    BOM, UTF-16, lone surrogates) is parsed by ``json``, so both accept the same documents (orjson
+    returns integers past 64 bits as floats). Raises ValueError for anything unparseable, nesting
+    too deep included (``json`` would raise RecursionError there)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -267,8 +267,9 @@ def _member_spans(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, int]], int
 def load_used_members(buf: bytes) -> Any:
     """The members of a result.json the summary uses (``agent_result`` reduced to its
     ``metadata``), each parsed alone; the rest is only checked for structure. A document that is
-    not an object yields a non-dict. Raises ValueError if the structure is broken."""
-    start = _WS.match(buf).end()
+    not an object yields a non-dict. Raises ValueError if the structure is broken (or the text is
+    UTF-16/32, which only a full parse decodes)."""
+    start = _WS.match(buf, 3 if buf.startswith(b"\xef\xbb\xbf") else 0).end()
     if buf[start:start + 1] != b"{":
         end = _value_end(buf, start)
         if _WS.match(buf, end).end() != len(buf):

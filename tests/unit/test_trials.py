@@ -58,6 +58,8 @@ def _hostile(trace: Path) -> dict[str, str]:
     result("h-deep-object", b'{"a": ' * 30_000 + b"1" + b"}" * 30_000, "malformed result.json")
     # from MEMBER_SCAN_MIN_BYTES on, only the used members are parsed; the others' structure is checked
     result("h-big-array", b"[" + b"0.5, " * 100_000 + b"1]", "result.json is not an object")
+    result("h-big-bom", b'\xef\xbb\xbf{"verifier_result": {"rewards": {"reward": 0.015625}}, "pad": "'
+           + b"x" * T.MEMBER_SCAN_MIN_BYTES + b'"}')
     result("h-big-nan", b'{"verifier_result": {"rewards": {"reward": NaN}}, "exception_info": {"exception_type": '
            b'"BigNanError"}, "pad": "' + b"x" * T.MEMBER_SCAN_MIN_BYTES + b'"}')
     result("h-big-deep-unused", b'{"verifier_result": {"rewards": {"reward": 0.0625}}, "pad": '
@@ -162,7 +164,7 @@ def test_hostile_trial_files_never_crash_nor_lose_the_others(hostile_trace, monk
         assert text.split(": ", 1)[1].startswith(cases[text.split("/")[1]])
     # every good trial's reward is there; non-finite rewards are not rewards
     assert all(math.isfinite(r) for r in s.rewards)
-    for reward in GOOD_REWARDS + (0.125, 0.25, 0.75, 1e40, 1.0, 0.0625, 0.03125, 0.375):
+    for reward in GOOD_REWARDS + (0.125, 0.25, 0.75, 1e40, 1.0, 0.0625, 0.03125, 0.375, 0.015625):
         assert reward in s.rewards
     assert s.exceptions["AgentTimeoutError"] == 1
     assert s.exceptions["HugeError"] == 1                        # the huge file's tail was read
