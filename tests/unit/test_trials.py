@@ -346,3 +346,17 @@ def test_used_members_equal_the_whole_document():
         T._from_result(a, parsed)
         T._from_result(b, json.loads(text))
         assert a == b, text
+
+
+def test_listing_regroups_past_the_queue_capacity(hostile_trace, monkeypatch):
+    trace, _ = hostile_trace
+    expected = T.summarize_trials(trace, {}, 50, workers=1)
+    names = sorted(n for c in T.list_trials(trace) for n in c.split(b"\0"))
+    monkeypatch.setattr(T, "PROCESS_CHUNK", 2)
+    monkeypatch.setattr(T, "_MAX_CHUNKS", 3)
+    chunks = T.list_trials(trace)
+    assert len(chunks) == 3 and sorted(n for c in chunks for n in c.split(b"\0")) == names
+    monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
+    monkeypatch.setattr(T, "_cpus", lambda: 2)
+    monkeypatch.setattr(T, "_may_fork", lambda: True)
+    assert asdict(T.summarize_trials(trace, {}, 50, workers=2)) == asdict(expected)
