@@ -488,17 +488,6 @@ def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
     return files
 
 
-def _total_size(root: Path) -> int:
-    """Bytes of the log files (a scheduling hint only)."""
-    total = 0
-    for path, _ in _log_files(root, None):
-        try:
-            total += path.stat().st_size
-        except OSError:
-            pass
-    return total
-
-
 def _slurm_leg(rel: str) -> str | None:
     name = rel.rsplit("/", 1)[-1]
     m = _SLURM_LEG_RE.search(name)
@@ -560,7 +549,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trace_root.is_dir() and not trace_root.is_symlink():
         aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
         trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
-                                       since=_current_attempt_start(read), log_bytes=_total_size(root))
+                                       since=_current_attempt_start(read))
     # --- logs
     reference = read.newest_evidence or now_epoch
     scanner = scanner_for(catalog)

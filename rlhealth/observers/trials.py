@@ -41,7 +41,7 @@ def observe(obs: Observation) -> None:
         top_exception=top_exc, top_exception_count=top_n,
         top_exception_fraction=round(top_n / finished, 3) if finished else 0.0,
         top_exception_infra=top_exc in infra, infra_cause=remedy.get("cause"), infra_fix=remedy.get("fix"),
-        turns_mean=round(statistics.fmean(s.turns), 2) if s.turns else None,
+        turns_mean=round(s.turns_mean, 2) if s.turns_mean is not None else None,
         coherence_sampled=s.coherence_sampled, incoherent=s.incoherent,
         incoherent_fraction=round(s.incoherent / s.coherence_sampled, 3) if s.coherence_sampled else None,
         weight_reload_markers=read.weight_reload,
