@@ -243,3 +243,25 @@ def parse_ls_full_iso(text: str) -> list[dict]:
         rows.append({"name": name, "size": int(m["size"]), "mtime": mtime,
                      "type": {"-": "file", "d": "dir", "l": "link"}.get(m["mode"][0], "other")})
     return rows
+
+
+# --------------------------------------------------------------------------- GPU product labels
+
+def gpu_label_sightings(text: str, keys: Iterable[str]) -> list[tuple[int, str, str]]:
+    """``(line, key, value)`` for every GPU product label in a PodList or NodeList as written
+    (pretty-printed or compact JSON): a node's ``metadata.labels`` or a pod's ``nodeSelector``
+    (``"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"``) and a pod's required node affinity
+    (``{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["H100_NVLINK_80GB"]}``; the
+    first value). ``keys``: the label keys that name a GPU product (rules/sets.yaml). Line
+    numbers are 1-based, of the value."""
+    alternatives = "|".join(re.escape(k) for k in keys)
+    if not alternatives:
+        return []
+    patterns = (re.compile(r'"(' + alternatives + r')"\s*:\s*"([^"\n]+)"'),
+                re.compile(r'"key"\s*:\s*"(' + alternatives + r')"\s*,\s*"operator"\s*:\s*"In"\s*,\s*'
+                           r'"values"\s*:\s*\[\s*"([^"\n]+)"'))
+    found = []
+    for pattern in patterns:
+        for m in pattern.finditer(text):
+            found.append((text.count("\n", 0, m.start(2)) + 1, m.group(1), m.group(2)))
+    return sorted(found)

@@ -129,7 +129,7 @@ def test_gpu_names_with_commas_and_classes():
     assert k.gpu_class("NVIDIA H100 80GB HBM3") == "H100-80GB-SXM"
     assert k.gpu_class("NVIDIA H200") == "H200-141GB"
     assert k.gpu_class("NVIDIA GH200 480GB") == "GH200-96GB"
-    assert k.gpu_class("NVIDIA GB200") == "GB200"
+    assert k.gpu_class("NVIDIA GB200") == "GB200-186GB"
 
 
 LS = """total 1040
