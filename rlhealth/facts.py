@@ -331,6 +331,23 @@ class TrialsMeasured(Fact):
     """Seconds from the newest start recorded in a trial's result.json to the newest evidence time."""
 
 
+class StopReasonsMeasured(Fact):
+    """Why the agents of finished trials stopped: each trial's stop-reason field, else its exception type."""
+    kind: Literal["stop_reasons"] = "stop_reasons"
+    finished: int
+    """Finished trials counted (every one has a reason, possibly ended_without_exception)."""
+    recorded: int = 0
+    """Of them, trials whose result.json has a stop-reason field."""
+    top: str
+    """The most frequent stop reason (rules/trial_exceptions.yaml stop_reasons)."""
+    top_count: int
+    top_fraction: float
+    mix: str
+    """Every stop reason with its count and share, most frequent first."""
+    cause: str | None = None
+    fix: str | None = None
+
+
 class StdRolloutsMeasured(Fact):
     """Standard-run rollout metrics from the trainer log."""
     kind: Literal["std_rollouts"] = "std_rollouts"
@@ -422,7 +439,7 @@ class GateSlot(Fact):
 GATE_INPUTS = {
     "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "flight_recorder", "problem"),
     "resources": ("engines", "throughput", "gpu_type", "gpu_role", "gpu_health", "gpu_xid", "pods", "signature", "problem"),
-    "rollouts": ("job", "trials", "std_rollouts", "problem"),
+    "rollouts": ("job", "trials", "stop_reasons", "std_rollouts", "problem"),
     "dynamics": ("trainer", "dynamics", "problem"),
     "restarts": ("restarts",),
 }
@@ -438,7 +455,7 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
     JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, ThroughputMeasured,
-    GpuTypeMeasured, GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StdRolloutsMeasured, DynamicsMeasured,
+    GpuTypeMeasured, GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}
 
 

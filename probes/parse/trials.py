@@ -35,6 +35,14 @@ PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
 _REWARD_RE = re.compile(rb'"rewards"\s*:\s*\{[^{}]*?"reward"\s*:\s*(-?[0-9.eE+-]+|null)')
 _EXC_TYPE_RE = re.compile(rb'"exception_type"\s*:\s*"([A-Za-z0-9_.]+)"')
 _EPISODES_RE = re.compile(rb'"n_episodes"\s*:\s*([0-9]+)')
+# Where a trial records why its agent stopped, first found wins: the agent's own metadata
+# (Terminus / OpenCode style stop, finish, exit or termination reason) or terminal-bench's
+# ``failure_mode``. Without one, the exception type stands for the stop reason (the observer
+# maps both through rules/trial_exceptions.yaml ``stop_reasons``).
+STOP_REASON_FIELDS = (("agent_result", "metadata", "stop_reason"), ("agent_result", "metadata", "finish_reason"),
+                      ("agent_result", "metadata", "exit_reason"), ("agent_result", "metadata", "termination_reason"),
+                      ("agent_result", "stop_reason"), ("stop_reason",), ("failure_mode",))
+_STOP_REASON_RE = re.compile(rb'"(?:stop_reason|finish_reason|exit_reason|termination_reason|failure_mode)"\s*:\s*"([^"]{1,80})"')
 _EXC_NAME_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit))\b")
 
 
@@ -50,6 +58,7 @@ class TrialRead:
     started_at: float | None = None
     problem: str | None = None
     exception_source: str | None = None
+    stop_reason: str | None = None
 
 
 @dataclass
@@ -72,6 +81,9 @@ class TrialSummary:
     incoherent_example: tuple[str, str] | None = None
     coherent_example: tuple[str, str] | None = None
     prior_generation: int = 0
+    stop_reasons: Counter = field(default_factory=Counter)
+    """(stop-reason field value or None, exception type or None) -> finished trials."""
+    stop_reason_example: dict[tuple, str] = field(default_factory=dict)
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -131,6 +143,8 @@ def read_trial(trial_dir: Path, aliases: dict[str, str]) -> TrialRead:
         read.exception = str(exc) if exc else None
         turns = _dig(obj, "agent_result", "metadata", "n_episodes")
         read.turns = float(turns) if isinstance(turns, (int, float)) else None
+        stop = next((v for v in (_dig(obj, *path) for path in STOP_REASON_FIELDS) if isinstance(v, str) and v.strip()), None)
+        read.stop_reason = stop.strip()[:80] if stop else None
         for phase in PHASES:
             d = _duration(obj.get(phase))
             if d is not None:
@@ -147,6 +161,8 @@ def read_trial(trial_dir: Path, aliases: dict[str, str]) -> TrialRead:
         read.exception = m.group(1).decode() if m else None
         m = _EPISODES_RE.search(raw)
         read.turns = float(m.group(1)) if m else None
+        m = _STOP_REASON_RE.search(raw)
+        read.stop_reason = m.group(1).decode("utf-8", "replace") if m else None
     exc_txt = trial_dir / "exception.txt"
     if exc_txt.exists() and (read.exception is None or read.exception in ("RuntimeError", "Exception")):
         try:
@@ -346,6 +362,9 @@ def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int
         if read.exception:
             summary.exceptions[read.exception] += 1
             summary.exception_example.setdefault(read.exception, read.exception_source or f"{read.name}/result.json")
+        stop_key = (read.stop_reason, read.exception)
+        summary.stop_reasons[stop_key] += 1
+        summary.stop_reason_example.setdefault(stop_key, f"{read.name}/result.json")
         if read.turns is not None:
             summary.turns.append(read.turns)
         for phase, value in read.phases.items():

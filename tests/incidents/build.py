@@ -1589,6 +1589,54 @@ def gpu_sources_disagree_healthy(b_root):
                             "so it does not change the gate; it is stated.")
 
 
+
+def stop_trial(b: Bundle, name: str, reward: float, start, *, stop_reason: str | None, exception: str | None = None,
+               turns: int = 12):
+    """A finished trial whose agent metadata records why the agent stopped (``stop_reason``; None: no field)."""
+    b.trial(name, reward, start, exception=exception, turns=turns, agent=[COHERENT, COHERENT])
+    if stop_reason is not None:
+        doc = result_json(name, reward, start, exception, turns)
+        doc["agent_result"]["metadata"]["stop_reason"] = stop_reason
+        b.write(f"trace_jobs/{name}/result.json", json.dumps(doc, indent=2))
+
+
+@incident
+def agent_stop_reason_context_storm(b_root):
+    b = agentic_running(b_root)
+    for i in range(20):
+        start = at(5 + i * 4)
+        if i < 3:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 1.0 if i < 2 else 0.0, start, stop_reason="agent_finished")
+        elif i < 13:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 0.0, start, stop_reason="context_length_exceeded",
+                       exception="ContextLengthExceededError", turns=31)
+        else:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 0.0, start, stop_reason=None, exception="ContextLengthExceededError",
+                       turns=29)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.abnormal_stop_reason", "trials.abnormal_stop_reason"],
+                finding_contains=dict(rollouts="context_length_exceeded ends 17/20 finished trials"),
+                evidence=[dict(gate="rollouts", contains="context_length_exceeded ends 17/20")],
+                description="A context-overflow storm: 17 of 20 finished trials stop at the context limit (10 say so in "
+                            "agent_result.metadata.stop_reason, 7 only by ContextLengthExceededError), 2 score: raise the context.")
+
+
+@incident
+def agent_stop_reasons_healthy_mix(b_root):
+    b = agentic_running(b_root)
+    reasons = ["agent_finished"] * 14 + ["max_turns"] * 5 + ["context_length_exceeded"] * 3 + ["timeout"] * 2
+    for i, reason in enumerate(reasons):
+        exception = {"context_length_exceeded": "ContextLengthExceededError", "timeout": "AgentTimeoutError"}.get(reason)
+        stop_trial(b, f"task-{i:03d}__M{i:06d}", 1.0 if reason == "agent_finished" and i % 2 == 0 else 0.0, at(5 + i * 4),
+                   stop_reason=reason, exception=exception, turns=40 if reason == "max_turns" else 11)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.learning"], evidence=[],
+                description="A healthy mix of stop reasons: agents finish 14 of 24 trials; max turns, context limit and "
+                            "timeouts end the rest (none near the dominant share): no stop-reason finding.")
+
+
 def build(names=None, root: Path = HERE) -> list[str]:
     """Write the incidents (bundle + expected.yaml) under ``root`` (default: this directory)."""
     built = []

@@ -115,7 +115,7 @@ def test_process_roles_from_the_packaged_table():
 
 def test_gpu_roles_join_apps_with_ps():
     inv = k.parse_gpu_inventory(INVENTORY)
-    assert inv[0] == {"gpu": 0, "uuid": "GPU-aaaa-0", "name": "NVIDIA H100 80GB HBM3"}
+    assert inv[0] == {"gpu": 0, "uuid": "GPU-aaaa-0", "name": "NVIDIA H100 80GB HBM3", "line": 1}
     from rlhealth.probes.parse.nvidia_smi import parse_compute_apps
     roles = k.gpu_roles(inv, parse_compute_apps(APPS), k.parse_ps(PS), table())
     assert roles[0] == ("policy", ["4001 ray::FSDPPolicyWorker.ppo_train"])
