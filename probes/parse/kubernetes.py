@@ -14,6 +14,7 @@ Pod name schemes: ``iris-<user>-<job>-<rank>-<hash>-<gen>`` (single-node RL) and
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -246,6 +247,25 @@ def parse_ls_full_iso(text: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- GPU product labels
+
+def node_list(bodies: Iterable[bytes | str]) -> dict:
+    """``nodes.json``: a NodeList of the nodes read (``raw/nodes/<node>.json``, one Node each) with
+    only their names and labels, sorted by name; a body that is not a Node is skipped."""
+    items = []
+    for body in bodies:
+        try:
+            node = json.loads(body)
+        except ValueError:
+            continue
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            continue
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        items.append({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": meta["name"], "labels": dict(sorted(labels.items()))}})
+    return {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+            "items": sorted(items, key=lambda n: n["metadata"]["name"])}
+
 
 def gpu_label_sightings(text: str, keys: Iterable[str]) -> list[tuple[int, str, str]]:
     """``(line, key, value)`` for every GPU product label in a PodList or NodeList as written

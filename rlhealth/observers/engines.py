@@ -60,8 +60,12 @@ def observe(obs: Observation) -> None:
     if gen_median is None:
         return
     table = throughput_floor(obs)
+    # the floor's GPU row rests on where the GPU was read: the chosen source, or every disputed one
+    gpu_fact = next((f for f in obs.facts if f.kind == "gpu_type"), None)
+    gpu_evidence = () if gpu_fact is None or table["floor_assumption"] and not table["floor_fastest_tok_s"] \
+        else gpu_fact.evidence[:2] if table["floor_fastest_tok_s"] else gpu_fact.evidence[:1]
     obs.add(ThroughputMeasured(
-        fact_id="throughput", evidence=tuple(evidence[:1]), measured_tok_s=round(gen_median, 1),
+        fact_id="throughput", evidence=tuple(evidence[:1]) + tuple(gpu_evidence), measured_tok_s=round(gen_median, 1),
         running_median=median([s.running for s in recent_samples]), enforce_eager=job.get("enforce_eager"),
         enforce_eager_source=job.get("enforce_eager_source"), **table))
 

@@ -34,7 +34,7 @@ class Sighting:
         return f"{KIND_LABELS.get(self.kind, self.kind)} '{self.name}' at {self.where}"
 
 
-def sightings(obs: Observation, config_text: str, config_source: str, given=None) -> list[Sighting]:
+def sightings(obs: Observation, config_parts: list[tuple[str, str, str]], given=None) -> list[Sighting]:
     """Every place the evidence names the GPU, in reading order within a kind."""
     read = obs.read
     out: list[Sighting] = []
@@ -50,11 +50,12 @@ def sightings(obs: Observation, config_text: str, config_source: str, given=None
         read_from = f" (read from {sources['hardware.gpu']})" if isinstance(sources.get("hardware.gpu"), str) else ""
         out.append(Sighting("job_json", name, gpu_class_or_none(name) or name, f"{rel} hardware.gpu{read_from}",
                             summary(rel, f'"hardware": {{"gpu": "{name}"}}{read_from}')))
-    if config_text:
-        m = GPU_WORD_RE.search(config_text)
+    for text, where, rel in config_parts:
+        m = GPU_WORD_RE.search(text)
         if m:
-            out.append(Sighting("launch_config", m.group(1), gpu_class(m.group(1)), config_source,
-                                summary(config_source.split(" ")[0], f"GPU named in the launch configuration: {m.group(1)}")))
+            out.append(Sighting("launch_config", m.group(1), gpu_class(m.group(1)), where,
+                                summary(rel, f"GPU named in the launch configuration ({where}): {m.group(1)}")))
+            break
     if given is not None and getattr(given, "gpu", None):
         out.append(Sighting("given", given.gpu, gpu_class(given.gpu), "given (--gpu)",
                             Evidence(source="given", text=quote(f"--gpu {given.gpu}"), summary=True)))

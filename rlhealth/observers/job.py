@@ -21,21 +21,27 @@ STATE_ALIASES = {"terminated": "killed", "worker failed": "worker_failed", "awai
                  "completed": "succeeded", "timeout": "failed", "cancelled": "killed", "unknown": None}
 
 
-def config_text(read: BundleRead) -> tuple[str, str]:
-    """(launch configuration text, where it came from)."""
-    texts, sources = [], []
+def config_parts(read: BundleRead) -> list[tuple[str, str, str]]:
+    """The launch configuration as ``(text, where it came from, file)``: the capture's resolved
+    configuration, the manifest's entrypoint, else the task containers' command, args and env."""
+    parts = []
+    cap = read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else ""
     if read.job_info and read.job_info.get("resolved_config"):
-        texts.append(json.dumps(read.job_info["resolved_config"], sort_keys=True))
-        sources.append("capture job.json resolved_config")
+        parts.append((json.dumps(read.job_info["resolved_config"], sort_keys=True), "capture job.json resolved_config",
+                      f"{cap}/job.json"))
     job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
     if isinstance(job, dict) and job.get("entrypoint"):
-        texts.append(str(job["entrypoint"]))
-        sources.append("manifest.json job.entrypoint")
+        parts.append((str(job["entrypoint"]), "manifest.json job.entrypoint", "manifest.json"))
     pod_args = pod_launch_args(read)
-    if pod_args and not texts:
-        texts.append(pod_args)
-        sources.append("pods.json container command/args")
-    return "\n".join(texts), " + ".join(sources)
+    if pod_args and not parts:
+        parts.append((pod_args, "pods.json container command/args", f"{cap}/pods.json"))
+    return parts
+
+
+def config_text(read: BundleRead) -> tuple[str, str]:
+    """(launch configuration text, where it came from)."""
+    parts = config_parts(read)
+    return "\n".join(t for t, _, _ in parts), " + ".join(w for _, w, _ in parts)
 
 
 def launch_text(read: BundleRead) -> str:
@@ -125,7 +131,7 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         if p:
             model_name, active_b = served, float(p.group(2) or p.group(1))
             model_source = f"vLLM engine init line {occ.source}:{occ.line}"
-    gpu_fields = gpu_type.observe(obs, gpu_type.sightings(obs, text, source, given))
+    gpu_fields = gpu_type.observe(obs, gpu_type.sightings(obs, config_parts(read), given))
     given_model = getattr(given, "model", None) if given is not None else None
     if given_model is not None and active_b is None:
         model_name, model_source = given_model.name, "given (--model)"
