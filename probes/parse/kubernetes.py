@@ -269,19 +269,35 @@ def node_list(bodies: Iterable[bytes | str]) -> dict:
 
 def gpu_label_sightings(text: str, keys: Iterable[str]) -> list[tuple[int, str, str]]:
     """``(line, key, value)`` for every GPU product label in a PodList or NodeList as written
-    (pretty-printed or compact JSON): a node's ``metadata.labels`` or a pod's ``nodeSelector``
-    (``"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"``) and a pod's required node affinity
-    (``{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["H100_NVLINK_80GB"]}``; the
-    first value). ``keys``: the label keys that name a GPU product (rules/sets.yaml). Line
-    numbers are 1-based, of the value."""
-    alternatives = "|".join(re.escape(k) for k in keys)
-    if not alternatives:
+    (pretty-printed or compact JSON): a node's ``metadata.labels``, a pod's ``nodeSelector`` and the
+    ``In`` expressions of its *required* node affinity (``{"key": "gpu.nvidia.com/class",
+    "operator": "In", "values": ["H100_NVLINK_80GB"]}``, the first value); a preferred affinity
+    guarantees nothing and is not read. ``keys``: the label keys that name a GPU product
+    (rules/sets.yaml). The line is the first (1-based) that holds the quoted value; a text that is
+    not JSON yields nothing."""
+    wanted = set(keys)
+    try:
+        doc = json.loads(text)
+    except ValueError:
         return []
-    patterns = (re.compile(r'"(' + alternatives + r')"\s*:\s*"([^"\n]+)"'),
-                re.compile(r'"key"\s*:\s*"(' + alternatives + r')"\s*,\s*"operator"\s*:\s*"In"\s*,\s*'
-                           r'"values"\s*:\s*\[\s*"([^"\n]+)"'))
-    found = []
-    for pattern in patterns:
-        for m in pattern.finditer(text):
-            found.append((text.count("\n", 0, m.start(2)) + 1, m.group(1), m.group(2)))
-    return sorted(found)
+    found: list[tuple[str, str]] = []
+    for item in doc.get("items") or [] if isinstance(doc, dict) else []:
+        if not isinstance(item, dict):
+            continue
+        labels = (item.get("metadata") or {}).get("labels") if item.get("kind") == "Node" else None
+        spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
+        for mapping in (labels, spec.get("nodeSelector")):
+            if isinstance(mapping, dict):
+                found += [(k, v) for k, v in mapping.items() if k in wanted and isinstance(v, str) and v]
+        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+        for term in required.get("nodeSelectorTerms") or [] if isinstance(required, dict) else []:
+            for expr in (term or {}).get("matchExpressions") or [] if isinstance(term, dict) else []:
+                values = expr.get("values") if isinstance(expr, dict) else None
+                if expr.get("key") in wanted and expr.get("operator") == "In" and values and isinstance(values[0], str):
+                    found.append((expr["key"], values[0]))
+    out = set()
+    for key, value in found:
+        at = text.find(json.dumps(value))
+        out.add((text.count("\n", 0, at) + 1 if at >= 0 else 1, key, value))
+    return sorted(out)

@@ -53,7 +53,9 @@ def test_gpu_labels_from_node_selector_affinity_and_nodes_pretty_and_compact():
         "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "kubernetes.io/arch": "amd64"},
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "gpu.nvidia.com/class", "operator": "In", "values": ["H100_NVLINK_80GB"]},
-                                  {"key": "gpu.nvidia.com/class", "operator": "NotIn", "values": ["A100_NVLINK"]}]}]}}}}},
+                                  {"key": "gpu.nvidia.com/class", "operator": "NotIn", "values": ["A100_NVLINK"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [
+                {"key": "gpu.nvidia.com/class", "operator": "In", "values": ["B200"]}]}}]}}}},
         {"kind": "Node", "metadata": {"labels": {"gpu.nvidia.com/model": "H100"}}}]}
     pretty = json.dumps(doc, indent=2, sort_keys=True)
     found = gpu_label_sightings(pretty, LABEL_KEYS)
@@ -64,6 +66,7 @@ def test_gpu_labels_from_node_selector_affinity_and_nodes_pretty_and_compact():
     assert all(v in lines[line - 1] for line, _, v in found)
     assert sorted(v for _, _, v in gpu_label_sightings(json.dumps(doc), LABEL_KEYS)) == sorted(v for _, _, v in found)
     assert gpu_label_sightings(pretty, []) == []
+    assert gpu_label_sightings("{not json", LABEL_KEYS) == []
 
 
 def _standard_bundle(root: Path, *, selector: str | None, inventory: str | None, log: str | None = None) -> Path:
