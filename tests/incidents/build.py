@@ -1637,6 +1637,21 @@ def agent_stop_reasons_healthy_mix(b_root):
                             "timeouts end the rest (none near the dominant share): no stop-reason finding.")
 
 
+
+@incident
+def agent_stop_reason_max_turns(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        stop_trial(b, f"task-{i:03d}__X{i:06d}", 1.0 if i == 0 else 0.0, at(5 + i * 4),
+                   stop_reason="agent_finished" if i < 2 else "max_turns_reached", turns=8)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.abnormal_stop_reason"],
+                finding_contains=dict(rollouts="agent stop reason max_turns ends 14/16"),
+                description="14 of 16 finished trials stop at the agent's turn limit (stop_reason max_turns_reached, "
+                            "8 turns each): raise max turns or find why the agent never finishes.")
+
+
 def build(names=None, root: Path = HERE) -> list[str]:
     """Write the incidents (bundle + expected.yaml) under ``root`` (default: this directory)."""
     built = []
