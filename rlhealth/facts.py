@@ -192,6 +192,43 @@ class EnginesMeasured(Fact):
     n_concurrent_trials: int | None = None
     max_num_seqs: int | None = None
     demand_over_supply: float | None = None
+    present: int = 0
+    """Engines with a stats line in the current attempt (all engines seen when no attempt boundary is known)."""
+    identities: str | None = None
+    """The engines seen, one canonical identity each (process prefix or Ray worker file, host), sorted."""
+    unattributed_files: int = 0
+    """Files whose stats lines carry no process identity (no ``(Actor pid=N)`` prefix, no Ray worker
+    file name): their engines cannot be told apart, so the engine count is not comparable."""
+    deduplicated_lines: int = 0
+    """Stats lines Ray folded with others (``[repeated Nx across cluster]``): the folded engines'
+    lines are missing from that stream, so an engine absent or silent there may only be folded."""
+    log_files: int = 0
+    """Log files read for this diagnosis."""
+    log_capture_problems: str | None = None
+    """Evidence problems on log sources (sync or probe errors for the finelog, pod or Ray logs; unreadable logs)."""
+
+
+class EngineMeasured(Fact):
+    """One inference engine (canonical identity over every file it logs to) and its newest stats line."""
+    kind: Literal["engine"] = "engine"
+    identity: str
+    sources: str
+    """The files its stats lines were read from."""
+    samples: int
+    last_stats: str | None = None
+    lag_s: float | None = None
+    """How long before the newest stats line of any engine this engine's newest stats line was printed."""
+    last_gen_tok_s: float | None = None
+    last_running: int | None = None
+    in_current_attempt: bool = True
+
+
+class EnginesConfigured(Fact):
+    """The configured number of inference engines (num_inference_engines) and where it was read."""
+    kind: Literal["engines_configured"] = "engines_configured"
+    expected: int
+    source: str
+    """``file:line`` of the configuration line, or the configuration source and key."""
 
 
 class ThroughputMeasured(Fact):
@@ -438,7 +475,8 @@ class GateSlot(Fact):
 # Which measurement kinds each gate reads (named when no rule concluded on a gate).
 GATE_INPUTS = {
     "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "flight_recorder", "problem"),
-    "resources": ("engines", "throughput", "gpu_type", "gpu_role", "gpu_health", "gpu_xid", "pods", "signature", "problem"),
+    "resources": ("engines", "engine", "engines_configured", "throughput", "gpu_type", "gpu_role", "gpu_health", "gpu_xid",
+                  "pods", "signature", "problem"),
     "rollouts": ("job", "trials", "stop_reasons", "std_rollouts", "problem"),
     "dynamics": ("trainer", "dynamics", "problem"),
     "restarts": ("restarts",),
@@ -454,8 +492,10 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
-    JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, ThroughputMeasured,
-    GpuTypeMeasured, GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
+    JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
+    EnginesConfigured, ThroughputMeasured, GpuTypeMeasured,
+    GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
+    StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}
 
 

@@ -91,7 +91,7 @@ class Bundle:
 
 AGENTIC_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
                                   "terminal_bench_config.trials_dir=s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen8b-tb/trace_jobs",
-                                  "generator.enforce_eager=false", "generator.num_inference_engines=4",
+                                  "generator.enforce_eager=false", "generator.num_inference_engines=2",
                                   "generator.max_num_seqs=128", "terminal_bench_config.n_concurrent_trials=256", "--gpu", "H100",
                                   "--max-retries", "1"]})
 STANDARD_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
@@ -138,10 +138,10 @@ def healthy_trials(b: Bundle, n: int = 24, start_min: float = 5, reward_every: i
 def baseline_healthy_agentic(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
     lines = training_log(12, fmt="wandb", stats_era="v1")
-    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 4 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
+    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 2 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
                            where="terminal_bench.terminal_bench_generator:__init__:77", actor="TerminalBenchGenerator pid=48213, ip=10.0.5.12"))
     b.lines("finelog.log", lines)
-    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e) for e in range(2)])
+    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e, pid=2871 + e) for e in range(2)])
     healthy_trials(b)
     return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
@@ -208,7 +208,7 @@ def baseline_benign_noise(b_root):
     b.lines("finelog.log", noise[:5] + lines + noise[5:])
     b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log",
             ["(EngineCore_DP0 pid=413) INFO 08-01 14:04:00 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."]
-            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e) for e in range(2)])
+            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e, pid=2871 + e) for e in range(2)])
     healthy_trials(b)
     return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
@@ -335,7 +335,7 @@ def throughput_starvation(b_root):
 
 @incident
 def enforce_eager_floor(b_root):
-    ep = starvation_ep(n_trials=64, seqs=128, engines=4, eager="true", model="Qwen/Qwen3-30B-A3B")
+    ep = starvation_ep(n_trials=64, seqs=128, engines=2, eager="true", model="Qwen/Qwen3-30B-A3B")
     b = Bundle(b_root, entrypoint=ep, synced=at(125))
     lines = ["(EngineCore_DP0 pid=2211) INFO 08-01 12:00:42 [vllm.py:500] Cudagraph is disabled under eager mode"]
     lines += training_log(12, stats_era="v1", engines=2, gen=62.0, running=48, waiting=0)
@@ -394,7 +394,7 @@ def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_
             "status": {"phase": phase, "containerStatuses": [cs]}}
 
 
-def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=4, seqs=128, trials=256, mode=None):
+def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=2, seqs=128, trials=256, mode=None):
     return {"mode_hint": mode, "resolved_config": None,
             "model": {"name": name, "total_params_b": active, "active_params_b": active, "source": "config.json of the policy"},
             "hardware": {"gpu": gpu, "gpus_per_node": 8, "nodes": 2},
@@ -849,7 +849,7 @@ def colocated_deception_live(b_root):
               pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
                                                                       pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0")]},
               files={"pod_logs/iris-alice-rl-qwen8b-tb-1-9f8e7d-0.log": "\n".join(
-                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e) for k in range(5) for e in range(2)) + "\n"})
+                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e, pid=2871 + e) for k in range(5) for e in range(2)) + "\n"})
     return dict(now=iso(at(202)), verdict="KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS"), restarts=dict(burned=0, same_failure=False),
                 fired=["liveness.wedge_live_policy_idle", "liveness.colocated_deception"],
@@ -1503,6 +1503,161 @@ def flight_recorder_desync(b_root):
                 finding_contains=dict(liveness="never reached it"),
                 description="A frozen trainer whose flight-recorder dump shows ranks 0-2 in all_reduce seq 4711 and rank 3 behind.")
 
+
+
+# ----------------------------------------------------------------------------------------------- engines present (issue 14 item 6)
+def engines_ep(n: int) -> str:
+    """The agentic launch with ``n`` configured inference engines."""
+    return AGENTIC_EP.replace('"generator.num_inference_engines=2"', f'"generator.num_inference_engines={n}"')
+
+
+def engines_job_json(n: int) -> dict:
+    """A probe's job.json whose resolved configuration configures ``n`` engines (one key a line)."""
+    info = job_json(engines=n)
+    info["resolved_config"] = {"generator": {"enforce_eager": False, "max_num_seqs": 128, "num_inference_engines": n},
+                               "terminal_bench_config": {"n_concurrent_trials": 256,
+                                                         "trials_dir": "s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen8b-tb/trace_jobs"},
+                               "trainer": {"policy": {"model": {"path": "Qwen/Qwen3-8B"}}}}
+    return info
+
+
+def engine_pods(ips: dict[str, str]) -> dict:
+    items = []
+    for name, ip in ips.items():
+        p = pod(name)
+        p["status"]["podIP"] = ip
+        items.append(p)
+    return {"items": items}
+
+
+@incident
+def engine_missing(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=3))
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              job=engines_job_json(4),
+              pods=engine_pods({"iris-alice-rl-qwen8b-tb-0-1a2b3c-0": "10.1.2.2", "iris-alice-rl-qwen8b-tb-1-9f8e7d-0": "10.1.2.3"}))
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_missing", "verdict.kill_hard_failure"],
+                finding_contains=dict(resources="3 of 4 configured engine(s) print stats"),
+                evidence=[dict(gate="resources", contains='"num_inference_engines": 4')],
+                description="num_inference_engines=4 in the resolved configuration, but only three engines print stats through 12 steps: "
+                            "one configured engine never came up (RESOURCES FAIL quoting the configuration line, naming the engines seen).")
+
+
+@incident
+def engine_silent(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    silent_after = {at((s - 1) * 10 + 3).strftime("%m-%d %H:%M:%S") for s in range(6, 13)}
+    lines = [line for line in training_log(12, stats_era="v1", engines=4)
+             if not ("pid=2874," in line and any(stamp in line for stamp in silent_after))]
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_silent", "verdict.kill_hard_failure"],
+                finding_contains=dict(resources="engine AsyncVLLMInferenceEngine pid=2874, ip=10.1.2.3 silent"),
+                evidence=[dict(gate="resources", contains="(AsyncVLLMInferenceEngine pid=2874, ip=10.1.2.3) INFO 08-01 12:43:00")],
+                description="Four engines configured and present; engine pid 2874 prints its last stats line at step 5 while the other "
+                            "three keep generating through step 12 (RESOURCES FAIL quoting that engine's last line).")
+
+
+@incident
+def engine_logs_not_captured(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_logs_not_captured", "verdict.error"],
+                finding_contains=dict(resources="the engines' logs were not captured"),
+                evidence=[dict(gate="resources", contains="generator.num_inference_engines=4")],
+                description="12 steps with four engines configured, but no log read holds a vLLM stats line (the engine actors' "
+                            "output was not forwarded to the finelog and no Ray/vLLM logs were synced): ERROR naming what is missing.")
+
+
+@incident
+def engines_present_across_files(b_root):
+    """Four engines: two actors local to the driver pod (Ray prefixes them without an ip) and two on the
+    worker pod (prefix with ip). The finelog holds all four; the driver pod's log repeats the local
+    ones; the worker pod's Ray worker files hold the remote ones without any prefix."""
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    driver, worker = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0", "iris-alice-rl-qwen8b-tb-1-9f8e7d-0"
+    lines = training_log(12, stats_era="v1", engines=0)
+    stats_by_engine = {pid: [] for pid in (3101, 3102, 2871, 2872)}
+    for s in range(1, 13):
+        t = at((s - 1) * 10 + 3)
+        for pid in (3101, 3102):
+            stats_by_engine[pid].append(vllm_stats(t, "v1", 2290.0, 46, 0, pid=pid).replace(", ip=10.1.2.3", ""))
+        for pid in (2871, 2872):
+            stats_by_engine[pid].append(vllm_stats(t, "v1", 2330.0, 50, 0, pid=pid, ip="10.1.2.4"))
+    merged = []
+    for line in lines:
+        merged.append(line)
+        if "Started: 'generate'" in line:
+            step = sum(1 for m in merged if "Started: 'generate'" in m)
+            merged += [stats_by_engine[pid][step - 1] for pid in (3101, 3102, 2871, 2872)]
+    b.lines("finelog.log", merged)
+    b.lines(f"pod_logs/{driver}.log", [stats_by_engine[pid][k] for k in range(8, 12) for pid in (3101, 3102)])
+    for pid, wid in ((2871, "3f9a0c11"), (2872, "8be1d402")):
+        b.lines(f"ray_vllm_logs/{worker}/worker-{wid}-01000000-{pid}.out", [line.split(") ", 1)[1] for line in stats_by_engine[pid]])
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              pods=engine_pods({driver: "10.1.2.3", worker: "10.1.2.4"}))
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_generating", "verdict.no_kill"],
+                finding_contains=dict(resources="4 engine(s) generating"),
+                evidence=[],
+                description="Healthy: four configured engines, each seen in two files (finelog + driver pod log, or finelog + "
+                            "the worker pod's Ray worker file); one identity per engine, so four engines, not eight.")
+
+
+@incident
+def engines_bring_up_young(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(20))
+    b.lines("finelog.log", [
+        loguru(at(0.5), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"),
+        loguru(at(2), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+        "(AsyncVLLMInferenceEngine pid=2871, ip=10.1.2.3) INFO 08-01 12:04:10 [core.py:93] Initializing a V1 LLM engine (v0.11.0) with "
+        "config: model='Qwen/Qwen3-8B', speculative_config=None, tokenizer='Qwen/Qwen3-8B', enforce_eager=False",
+        loguru(at(9), "Resumed training from global_step 0"),
+        phase(at(10), "Started", "step")])
+    return dict(now=iso(at(22)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), confidence="medium",
+                fired=["liveness.bring_up", "resources.engines_bring_up", "confidence.no_kill_young"],
+                finding_contains=dict(resources="bring-up: 0 of 4 configured engine(s) reporting stats so far"),
+                evidence=[],
+                description="20 minutes into bring-up: four engines configured, none printing stats yet (weights loading); "
+                            "a young run is not missing engines.")
+
+
+@incident
+def engines_missing_ray_logs_unsynced(b_root):
+    """Two of four engines print stats in the driver pod's log; the worker pod's Ray/vLLM logs, where
+    the other two log, failed to sync: their absence is missing evidence, not a missing engine."""
+    driver = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0"
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines",
+                                             "errors": [{"artifact": "ray_vllm_logs",
+                                                         "error": "iris-alice-rl-qwen8b-tb-1-9f8e7d-0: tar stream failed: "
+                                                                  "context deadline exceeded"}]}})
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    b.lines(f"pod_logs/{driver}.log", [vllm_stats(at((s - 1) * 10 + 3), "v1", 2290.0, 46, 0, pid=pid).replace(", ip=10.1.2.3", "")
+                                       for s in range(1, 13) for pid in (3101, 3102)])
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="ERROR", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_missing_logs_incomplete", "verdict.error"],
+                finding_contains=dict(resources="2 of 4 configured engine(s) reporting stats"),
+                evidence=[dict(gate="resources", contains="generator.num_inference_engines=4")],
+                description="Two of four configured engines seen; the Ray/vLLM logs of the worker pod failed to sync, so the "
+                            "other two cannot be judged missing: RESOURCES ERROR naming the failed sync.")
 
 
 # ----------------------------------------------------------------------- GPU type and agent stop reasons (issue 14)
