@@ -107,7 +107,11 @@ class JobMeasured(Fact):
     model_source: str | None = None
     active_params_b: float | None = None
     gpu: str | None = None
+    """The GPU class of the first source in rules/sets.yaml gpu_source_precedence that names one."""
     gpu_source: str | None = None
+    gpu_classes: str | None = None
+    """Comma-separated GPU classes the device sources name, when they disagree (else None)."""
+    gpu_disagreement: str | None = None
     n_concurrent_trials: int | None = None
     max_num_seqs: int | None = None
     num_inference_engines: int | None = None
@@ -241,7 +245,28 @@ class ThroughputMeasured(Fact):
     single_stream_bound_tok_s: float | None = None
     table_source: str | None = None
     floor_assumption: str | None = None
-    """Set when the model or GPU was unknown: which conservative row the floor assumes."""
+    """Set when the model or GPU was unknown or disputed: which conservative row the floor assumes."""
+    gpu_source: str | None = None
+    """Where the GPU of the row was read (None when it was assumed)."""
+    floor_fastest_tok_s: float | None = None
+    """When the GPU sources disagree: the floor on the fastest GPU named (``floor_tok_s`` is the
+    floor on the slowest, the conservative one)."""
+
+
+class GpuTypeMeasured(Fact):
+    """The GPU type as each source names it (nvidia-smi, node labels, job.json, launch words, --gpu)."""
+    kind: Literal["gpu_type"] = "gpu_type"
+    gpu: str
+    """The class of the first source in rules/sets.yaml gpu_source_precedence that names a GPU."""
+    source_kind: str
+    source: str
+    kinds_named: int
+    """Kinds of source that name a GPU."""
+    device_classes: int
+    """Distinct GPU classes the device sources (rules/sets.yaml gpu_device_sources) name."""
+    classes: str | None = None
+    disagreement: str | None = None
+    """Which device source names which class, when they name more than one."""
 
 
 class GpuRoleMeasured(Fact):
@@ -343,6 +368,23 @@ class TrialsMeasured(Fact):
     """Seconds from the newest start recorded in a trial's result.json to the newest evidence time."""
 
 
+class StopReasonsMeasured(Fact):
+    """Why the agents of finished trials stopped: each trial's stop-reason field, else its exception type."""
+    kind: Literal["stop_reasons"] = "stop_reasons"
+    finished: int
+    """Finished trials counted (every one has a reason, possibly ended_without_exception)."""
+    recorded: int = 0
+    """Of them, trials whose result.json has a stop-reason field."""
+    top: str
+    """The most frequent stop reason (rules/trial_exceptions.yaml stop_reasons)."""
+    top_count: int
+    top_fraction: float
+    mix: str
+    """Every stop reason with its count and share, most frequent first."""
+    cause: str | None = None
+    fix: str | None = None
+
+
 class StdRolloutsMeasured(Fact):
     """Standard-run rollout metrics from the trainer log."""
     kind: Literal["std_rollouts"] = "std_rollouts"
@@ -433,8 +475,9 @@ class GateSlot(Fact):
 # Which measurement kinds each gate reads (named when no rule concluded on a gate).
 GATE_INPUTS = {
     "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "flight_recorder", "problem"),
-    "resources": ("engines", "engine", "engines_configured", "throughput", "gpu_role", "gpu_health", "gpu_xid", "pods", "signature", "problem"),
-    "rollouts": ("job", "trials", "std_rollouts", "problem"),
+    "resources": ("engines", "engine", "engines_configured", "throughput", "gpu_type", "gpu_role", "gpu_health", "gpu_xid",
+                  "pods", "signature", "problem"),
+    "rollouts": ("job", "trials", "stop_reasons", "std_rollouts", "problem"),
     "dynamics": ("trainer", "dynamics", "problem"),
     "restarts": ("restarts",),
 }
@@ -450,8 +493,9 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
     JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
-    EnginesConfigured, ThroughputMeasured,
-    GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StdRolloutsMeasured, DynamicsMeasured,
+    EnginesConfigured, ThroughputMeasured, GpuTypeMeasured,
+    GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
+    StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}
 
 

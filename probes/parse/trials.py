@@ -48,6 +48,15 @@ GENERIC_EXCEPTIONS = ("RuntimeError", "Exception")
 _REWARD_RE = re.compile(rb'"rewards"\s*:\s*\{[^{}]*?"reward"\s*:\s*(-?[0-9.eE+-]+|null)')
 _EXC_TYPE_RE = re.compile(rb'"exception_type"\s*:\s*"([A-Za-z0-9_.]+)"')
 _EPISODES_RE = re.compile(rb'"n_episodes"\s*:\s*([0-9]+)')
+# Where a trial records why its agent stopped, first found wins: the agent's own metadata
+# (Terminus / OpenCode style stop, finish, exit or termination reason) or terminal-bench's
+# ``failure_mode``. Without one, the exception type stands for the stop reason (the observer
+# maps both through rules/trial_exceptions.yaml ``stop_reasons``).
+STOP_REASON_FIELDS = (("agent_result", "metadata", "stop_reason"), ("agent_result", "metadata", "finish_reason"),
+                      ("agent_result", "metadata", "exit_reason"), ("agent_result", "metadata", "termination_reason"),
+                      ("agent_result", "stop_reason"), ("stop_reason",), ("failure_mode",))
+STOP_REASON_MAX_CHARS = 80
+_STOP_REASON_RE = re.compile(rb'"(?:stop_reason|finish_reason|exit_reason|termination_reason|failure_mode)"\s*:\s*"([^"]{1,80})"')
 _EXC_NAME_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit))\b")
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -147,6 +156,7 @@ class TrialRead:
     started_at: float | None = None
     problem: str | None = None
     exception_source: str | None = None
+    stop_reason: str | None = None
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -195,7 +205,8 @@ def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | 
 MEMBER_SCAN_MIN_BYTES = 256 * 1024
 """From this size on, only the members the summary uses are parsed (a result.json with rollout
 logprobs parses into tens of MB of Python floats)."""
-_USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_info", "started_at") + PHASES)
+_USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_info", "started_at",
+                           "stop_reason", "failure_mode") + PHASES)
 _WS = re.compile(rb"[ \t\n\r]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _SCALAR = re.compile(rb'[^,:{}\[\]" \t\n\r]+')
@@ -283,7 +294,8 @@ def load_used_members(buf: bytes) -> Any:
     if "agent_result" in spans:
         a, b = spans["agent_result"]
         inner = _member_spans(buf, a)[0] if buf[a:a + 1] == b"{" else {}
-        obj["agent_result"] = {"metadata": loads_json(view[slice(*inner["metadata"])])} if "metadata" in inner else {}
+        obj["agent_result"] = {key: loads_json(view[slice(*inner[key])])
+                               for key in ("metadata", "stop_reason") if key in inner}
     return obj
 
 
@@ -301,6 +313,8 @@ def _from_result(read: TrialRead, obj: dict) -> None:
     read.exception = str(exc) if exc else None
     turns = _dig(obj, "agent_result", "metadata", "n_episodes")
     read.turns = _finite(float(turns)) if isinstance(turns, (int, float)) else None
+    stop = next((v for v in (_dig(obj, *path) for path in STOP_REASON_FIELDS) if isinstance(v, str) and v.strip()), None)
+    read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS] if stop else None
     for phase in PHASES:
         block = obj.get(phase)
         if isinstance(block, dict):
@@ -324,6 +338,8 @@ def _from_raw(read: TrialRead, raw: bytes) -> None:
     read.exception = m.group(1).decode() if m else None
     m = _EPISODES_RE.search(raw)
     read.turns = _finite(float(m.group(1))) if m else None
+    m = _STOP_REASON_RE.search(raw)
+    read.stop_reason = m.group(1).decode("utf-8", "replace") if m else None
 
 
 def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRead:
@@ -517,6 +533,10 @@ class TrialTally:
     exceptions: Counter = field(default_factory=Counter)
     first_exception: dict[str, tuple[str, str]] = field(default_factory=dict)
     """exception type -> (smallest trial name with it, its evidence source)"""
+    stop_reasons: Counter = field(default_factory=Counter)
+    """(stop-reason field value or None, exception type or None) -> finished trials"""
+    first_stop_reason: dict[tuple, str] = field(default_factory=dict)
+    """stop-reason key -> smallest trial name with it"""
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(trial name, problem) of the MAX_PROBLEMS smallest names"""
     phases: dict[str, array] = field(default_factory=lambda: {p: array("d") for p in PHASES})
@@ -551,6 +571,9 @@ class TrialTally:
         if read.exception:
             self.exceptions[read.exception] += 1
             self._note_exception(read.exception, read.name, read.exception_source or f"{read.name}/result.json")
+        stop_key = (read.stop_reason, read.exception)
+        self.stop_reasons[stop_key] += 1
+        self._note_stop_reason(stop_key, read.name)
         if read.turns is not None:
             self.turns_count += 1
             _add_exact(self.turns_partials, read.turns)
@@ -568,6 +591,11 @@ class TrialTally:
         known = self.first_exception.get(exc)
         if known is None or name < known[0]:
             self.first_exception[exc] = (name, source)
+
+    def _note_stop_reason(self, key: tuple, name: str) -> None:
+        known = self.first_stop_reason.get(key)
+        if known is None or name < known:
+            self.first_stop_reason[key] = name
 
     def _note_newest(self, key: tuple[float, str]) -> None:
         if self.sample_size <= 0:
@@ -612,6 +640,9 @@ class TrialTally:
         self.exceptions.update(other.exceptions)
         for exc, (name, source) in other.first_exception.items():
             self._note_exception(exc, name, source)
+        self.stop_reasons.update(other.stop_reasons)
+        for key, name in other.first_stop_reason.items():
+            self._note_stop_reason(key, name)
         for name, text in other.problems:
             self._note_problem(name, text)
         for key in other.newest:
@@ -651,6 +682,10 @@ class TrialSummary:
     incoherent_example: tuple[str, str] | None = None
     coherent_example: tuple[str, str] | None = None
     prior_generation: int = 0
+    stop_reasons: Counter = field(default_factory=Counter)
+    """(stop-reason field value or None, exception type or None) -> finished trials."""
+    stop_reason_example: dict[tuple, str] = field(default_factory=dict)
+    """stop-reason key -> result.json of its smallest trial name"""
 
     @classmethod
     def from_tally(cls, t: TrialTally) -> TrialSummary:
@@ -664,7 +699,9 @@ class TrialSummary:
                    phases=phases,
                    problems=[text for _, text in t.problems],
                    first_started_at=t.first_started_at, last_started_at=t.last_started_at,
-                   last_recorded_start=t.last_recorded_start, prior_generation=t.prior_generation)
+                   last_recorded_start=t.last_recorded_start, prior_generation=t.prior_generation,
+                   stop_reasons=Counter(t.stop_reasons),
+                   stop_reason_example={key: f"{name}/result.json" for key, name in t.first_stop_reason.items()})
 
 
 def _score_coherence(summary: TrialSummary, trace_root: Path, names: list[str]) -> None:

@@ -257,8 +257,12 @@ def observe(obs: Observation) -> None:
     if gen_median is None:
         return
     table = throughput_floor(obs)
+    # the floor's GPU row rests on where the GPU was read: the chosen source, or every disputed one
+    gpu_fact = next((f for f in obs.facts if f.kind == "gpu_type"), None)
+    gpu_evidence = () if gpu_fact is None or table["floor_assumption"] and not table["floor_fastest_tok_s"] \
+        else gpu_fact.evidence[:2] if table["floor_fastest_tok_s"] else gpu_fact.evidence[:1]
     obs.add(ThroughputMeasured(
-        fact_id="throughput", evidence=tuple(evidence[:1]), measured_tok_s=round(gen_median, 1),
+        fact_id="throughput", evidence=tuple(evidence[:1]) + tuple(gpu_evidence), measured_tok_s=round(gen_median, 1),
         running_median=median([s.running for s in recent_samples]), enforce_eager=job.get("enforce_eager"),
         enforce_eager_source=job.get("enforce_eager_source"), **table))
 
@@ -266,26 +270,35 @@ def observe(obs: Observation) -> None:
 def throughput_floor(obs: Observation) -> dict:
     """The decode-throughput table row for the model's active parameters, scaled to the GPU's HBM
     bandwidth (rules/tables/*.csv). When the model or the GPU is unknown, the most conservative
-    row the tables justify (the lowest floor) is used and the assumption is named."""
+    row the tables justify (the lowest floor) is used and the assumption is named. When the GPU
+    sources disagree, the floor is that of the slowest GPU named (``floor_fastest_tok_s`` that of
+    the fastest), and the disagreement is named."""
     job, catalog = obs.job, obs.catalog
     active, gpu = job.get("active_params_b"), job.get("gpu")
     hbm = {row["gpu"]: row for row in catalog.hbm_bandwidth}
+    slowest = min(hbm.values(), key=lambda r: r["hbm_bandwidth_tb_s"])
     assumptions = []
     if active:
         row = min(catalog.decode_table, key=lambda r: abs(math.log(r["active_params_b"] / active)))
     else:
         row = min(catalog.decode_table, key=lambda r: (r["awful_below_tok_s"], -r["active_params_b"]))
         assumptions.append(f"model active parameters unknown: assumed the lowest-floor row {row['model_class']}")
-    if gpu in hbm:
-        gpu_row = hbm[gpu]
-    else:
-        gpu_row = min(hbm.values(), key=lambda r: r["hbm_bandwidth_tb_s"])
+    named = [g for g in (job.get("gpu_classes") or "").split(",") if g] or [gpu]
+    rows = sorted((hbm.get(g, slowest) for g in named), key=lambda r: r["hbm_bandwidth_tb_s"])
+    gpu_row, fastest_row = rows[0], rows[-1]
+    if len(named) > 1:
+        assumptions.append(f"GPU sources disagree ({job.get('gpu_disagreement')}): judged against the slowest, {gpu_row['gpu']}")
+    elif gpu not in hbm:
         assumptions.append((f"GPU {gpu} not in the bandwidth table" if gpu else "GPU type unknown")
                            + f": assumed the slowest GPU in the table, {gpu_row['gpu']}")
-    scale = gpu_row["hbm_bandwidth_tb_s"] / hbm["H100-80GB-SXM"]["hbm_bandwidth_tb_s"]
+    reference = hbm["H100-80GB-SXM"]["hbm_bandwidth_tb_s"]
     active_b = active or row["active_params_b"]
     single_stream = gpu_row["hbm_bandwidth_tb_s"] * 1e12 / (2 * active_b * 1e9 * 2)   # bf16: HBM_BW / (2 x bytes)
-    return {"table_row": row["model_class"], "gpu": gpu_row["gpu"], "floor_tok_s": round(row["awful_below_tok_s"] * scale, 1),
-            "healthy_low_tok_s": round(row["healthy_aggregate_low_tok_s"] * scale, 1),
+    floor = round(row["awful_below_tok_s"] * gpu_row["hbm_bandwidth_tb_s"] / reference, 1)
+    fastest = round(row["awful_below_tok_s"] * fastest_row["hbm_bandwidth_tb_s"] / reference, 1)
+    return {"table_row": row["model_class"], "gpu": gpu_row["gpu"], "floor_tok_s": floor,
+            "healthy_low_tok_s": round(row["healthy_aggregate_low_tok_s"] * gpu_row["hbm_bandwidth_tb_s"] / reference, 1),
             "single_stream_bound_tok_s": round(single_stream, 1), "table_source": f"{row['source']}; {gpu_row['source']}",
-            "floor_assumption": "; ".join(assumptions) or None}
+            "floor_assumption": "; ".join(assumptions) or None,
+            "gpu_source": job.get("gpu_source") if len(named) == 1 and gpu in hbm else None,
+            "floor_fastest_tok_s": fastest if len(named) > 1 and fastest > floor else None}

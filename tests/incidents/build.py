@@ -1659,6 +1659,154 @@ def engines_missing_ray_logs_unsynced(b_root):
                 description="Two of four configured engines seen; the Ray/vLLM logs of the worker pod failed to sync, so the "
                             "other two cannot be judged missing: RESOURCES ERROR naming the failed sync.")
 
+
+# ----------------------------------------------------------------------- GPU type and agent stop reasons (issue 14)
+def gpu_pod(node_selector: dict | None = None) -> dict:
+    """A task pod of the standard job, optionally pinned to a GPU product by its nodeSelector."""
+    p = pod("iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0")
+    p["metadata"]["labels"] = {"iris.job_id": "alice.rl-qwen8b-gsm8k"}
+    if node_selector:
+        p["spec"]["nodeSelector"] = node_selector
+    return p
+
+
+def gpu_evidence_run(b_root, gen: float, *, selector: dict | None = None, inventory: str | None = None):
+    """A standard run whose launch names no GPU; the GPU type comes only from the capture's
+    node labels (pods.json nodeSelector) and/or the raw nvidia-smi inventory."""
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=UNKNOWN_GPU_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15, gen=gen))
+    files = {"raw/exec/iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0/nvidia-smi.inventory.csv": inventory} if inventory else {}
+    b.capture(at(156), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [gpu_pod(selector)]}, files=files)
+    return b
+
+
+def inventory_csv(name: str, n: int = 8) -> str:
+    return "".join(f"{i}, GPU-{i:08x}-aaaa-bbbb-cccc-0123456789ab, {name}\n" for i in range(n))
+
+
+@incident
+def gpu_from_node_labels_floored(b_root):
+    gpu_evidence_run(b_root, 600.0, selector={"nvidia.com/gpu.product": "NVIDIA-H200"})
+    return dict(now=iso(at(160)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_floor"],
+                finding_contains=dict(resources="dense_7_8b on H200-141GB"),
+                evidence=[dict(gate="resources", contains="Avg generation throughput: 600.0 tokens/s")],
+                description="The GPU type is only in the pods' node label (nvidia.com/gpu.product=NVIDIA-H200): 600 tok/s per "
+                            "engine is below the H200 floor (~716), though it would clear the unknown-GPU floor (~232).")
+
+
+@incident
+def gpu_from_nvidia_smi_log(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=UNKNOWN_GPU_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15))
+    b.lines("pod_logs/iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0.log", [
+        "+-----------------------------------------------------------------------------------------+",
+        "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |",
+        "|-----------------------------------------+------------------------+----------------------+",
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "|=========================================+========================+======================|",
+        "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |",
+        "| N/A   31C    P0             70W /  700W |       1MiB /  81559MiB |      0%      Default |",
+        "|   1  NVIDIA H100 80GB HBM3          On  |   00000000:2A:00.0 Off |                    0 |"])
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_ok"],
+                any_finding_contains=dict(resources="dense_7_8b on H100-80GB-SXM"), evidence=[],
+                description="The GPU type is only in nvidia-smi's table printed into a pod log (NVIDIA H100 80GB HBM3): "
+                            "throughput judged against the H100 row, no assumption.")
+
+
+@incident
+def gpu_sources_disagree_floor(b_root):
+    gpu_evidence_run(b_root, 420.0, selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                     inventory=inventory_csv("NVIDIA A100-SXM4-80GB"))
+    return dict(now=iso(at(160)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.gpu_type_disagreement"],
+                finding_contains=dict(resources="GPU sources disagree"), evidence=[],
+                description="nvidia-smi says A100-SXM4-80GB, the node label says H100: 420 tok/s clears the A100 floor "
+                            "(~304) but not the H100 floor (500), so the gate depends on which is right: ERROR.")
+
+
+@incident
+def gpu_sources_disagree_healthy(b_root):
+    gpu_evidence_run(b_root, 2310.7, selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                     inventory=inventory_csv("NVIDIA A100-SXM4-80GB"))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_ok"],
+                any_finding_contains=dict(resources="GPU sources disagree"), evidence=[],
+                description="The same disagreement with 2310 tok/s per engine: above the floor on either GPU, "
+                            "so it does not change the gate; it is stated.")
+
+
+
+def stop_trial(b: Bundle, name: str, reward: float, start, *, stop_reason: str | None, exception: str | None = None,
+               turns: int = 12):
+    """A finished trial whose agent metadata records why the agent stopped (``stop_reason``; None: no field)."""
+    b.trial(name, reward, start, exception=exception, turns=turns, agent=[COHERENT, COHERENT])
+    if stop_reason is not None:
+        doc = result_json(name, reward, start, exception, turns)
+        doc["agent_result"]["metadata"]["stop_reason"] = stop_reason
+        b.write(f"trace_jobs/{name}/result.json", json.dumps(doc, indent=2))
+
+
+@incident
+def agent_stop_reason_context_storm(b_root):
+    b = agentic_running(b_root)
+    for i in range(20):
+        start = at(5 + i * 4)
+        if i < 3:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 1.0 if i < 2 else 0.0, start, stop_reason="agent_finished")
+        elif i < 13:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 0.0, start, stop_reason="context_length_exceeded",
+                       exception="ContextLengthExceededError", turns=31)
+        else:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 0.0, start, stop_reason=None, exception="ContextLengthExceededError",
+                       turns=29)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.abnormal_stop_reason", "trials.abnormal_stop_reason"],
+                finding_contains=dict(rollouts="context_length_exceeded ends 17/20 finished trials"),
+                evidence=[dict(gate="rollouts", contains="context_length_exceeded ends 17/20")],
+                description="A context-overflow storm: 17 of 20 finished trials stop at the context limit (10 say so in "
+                            "agent_result.metadata.stop_reason, 7 only by ContextLengthExceededError), 2 score: raise the context.")
+
+
+@incident
+def agent_stop_reasons_healthy_mix(b_root):
+    b = agentic_running(b_root)
+    reasons = ["agent_finished"] * 14 + ["max_turns"] * 5 + ["context_length_exceeded"] * 3 + ["timeout"] * 2
+    for i, reason in enumerate(reasons):
+        exception = {"context_length_exceeded": "ContextLengthExceededError", "timeout": "AgentTimeoutError"}.get(reason)
+        stop_trial(b, f"task-{i:03d}__M{i:06d}", 1.0 if reason == "agent_finished" and i % 2 == 0 else 0.0, at(5 + i * 4),
+                   stop_reason=reason, exception=exception, turns=40 if reason == "max_turns" else 11)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.learning"], evidence=[],
+                description="A healthy mix of stop reasons: agents finish 14 of 24 trials; max turns, context limit and "
+                            "timeouts end the rest (none near the dominant share): no stop-reason finding.")
+
+
+
+@incident
+def agent_stop_reason_max_turns(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        stop_trial(b, f"task-{i:03d}__X{i:06d}", 1.0 if i == 0 else 0.0, at(5 + i * 4),
+                   stop_reason="agent_finished" if i < 2 else "max_turns_reached", turns=8)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.abnormal_stop_reason"],
+                finding_contains=dict(rollouts="agent stop reason max_turns ends 14/16"),
+                description="14 of 16 finished trials stop at the agent's turn limit (stop_reason max_turns_reached, "
+                            "8 turns each): raise max turns or find why the agent never finishes.")
+
+
 def build(names=None, root: Path = HERE) -> list[str]:
     """Write the incidents (bundle + expected.yaml) under ``root`` (default: this directory)."""
     built = []

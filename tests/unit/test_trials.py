@@ -312,7 +312,23 @@ def test_large_result_parses_only_the_used_members(tmp_path):
     plain = T.TrialRead(name="t", completed=True)
     T._from_result(plain, json.loads(data))
     assert read == plain and read.reward == 0.5 and read.turns == 13.0 and read.phases
+    assert read.stop_reason is None
     assert peak < 2.5 * len(data), f"{peak} bytes for a {len(data)}-byte file"
+
+
+@pytest.mark.parametrize("where", [("agent_result", "stop_reason"), ("failure_mode",), ("stop_reason",)])
+def test_large_result_keeps_the_stop_reason(tmp_path, where):
+    doc = _result(0.0, episodes=40)
+    doc["agent_result"]["rollout_details"] = [{"logprobs": [-0.5] * 250_000}]
+    target = doc
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = "max_turns"
+    data = json.dumps(doc).encode()
+    assert len(data) > 4 * T.MEMBER_SCAN_MIN_BYTES
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "result.json").write_bytes(data)
+    assert T.read_trial(os.fsencode(tmp_path), b"t", {}).stop_reason == "max_turns"
 
 
 def _random_json(rng: random.Random, depth: int = 0):
@@ -326,7 +342,8 @@ def _random_json(rng: random.Random, depth: int = 0):
     if kind < 6:
         return [_random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
     keys = ["verifier_result", "rewards", "reward", "result", "exception_info", "exception_type", "agent_result",
-            "metadata", "n_episodes", "started_at", "finished_at", "error_type", *T.PHASES, "other", "k\"ey"]
+            "metadata", "n_episodes", "started_at", "finished_at", "error_type", *T.PHASES, "other", "k\"ey",
+            "stop_reason", "finish_reason", "exit_reason", "termination_reason", "failure_mode"]
     return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randrange(6))}
 
 
