@@ -277,6 +277,7 @@ def _settle_occurrences(read: BundleRead) -> None:
     read.batch_complete = [(parsed, _settled(o)) for parsed, o in read.batch_complete]
     if read.engine_model is not None:
         read.engine_model = (read.engine_model[0], _settled(read.engine_model[1]))
+    read.gpu_names = [(kind, name, _settled(o)) for kind, name, o in read.gpu_names]
 
 
 class _Router:
