@@ -123,40 +123,31 @@ class Scanner:
         lines in order as ``(line_start, line_end, line_index_in_block, keys)``; ``newlines`` is the
         number of newlines in the block. Blocks are cut exactly as ``scan_file`` has always cut them:
         at the last newline of ``carry + read(block_bytes)``, a line without newline being carried
-        until it reaches ``MAX_LINE_BYTES`` (then scanned as a segment of its own). A file of at
-        least ``READ_AHEAD_MIN_BLOCKS`` blocks is read and scanned one block ahead in a thread.
+        until it reaches ``MAX_LINE_BYTES`` (then scanned as a segment of its own).
         """
         max_line = MAX_LINE_BYTES
         cap = block_bytes + max_line
-        # Read buffers and one newline mask, reused for every block of every file: a fresh
+        # One read buffer and one newline mask, reused for every block of every file: a fresh
         # 8 MiB bytes object (and comparison array) per block fragmented the malloc heap, so RSS
-        # grew with the number of blocks, i.e. with the log size. A yielded buffer is valid until
-        # the next block is requested. A concurrent scan with the same Scanner gets its own.
+        # grew with the number of blocks, i.e. with the log size. The yielded buffer is only valid
+        # until the next block is read. A concurrent scan with the same Scanner gets its own.
         owned = self._buffer_lock.acquire(blocking=False)
         try:
-            size = _file_size(path)
-            small = size < NUMPY_MIN_BYTES
-            ahead = READ_AHEAD and block_bytes >= READ_AHEAD_MIN_BLOCK_BYTES and size >= READ_AHEAD_MIN_BLOCKS * block_bytes
-            count = 3 if ahead else 1
+            small = _file_size(path) < NUMPY_MIN_BYTES
             if owned:
-                cached = self._buffers
-                if cached is None or len(cached[0][0]) != cap or len(cached[0]) < count or (not small and cached[1] is None):
+                if self._buffers is None or len(self._buffers[0]) != cap or (not small and self._buffers[1] is None):
                     self._buffers = None
-                    self._buffers = ([bytearray(cap) for _ in range(count)],
-                                     None if small else self._numpy().empty(cap, dtype=bool))
-                buffers, mask = self._buffers
+                    self._buffers = (bytearray(cap), None if small else self._numpy().empty(cap, dtype=bool))
+                buf, mask = self._buffers
             else:
-                buffers, mask = [bytearray(cap) for _ in range(count)], None if small else self._numpy().empty(cap, dtype=bool)
-            blocks = self._blocks(path, block_bytes, max_line, cap, buffers[:count], mask)
-            yield from (_read_ahead(blocks) if ahead else blocks)
+                buf, mask = bytearray(cap), None if small else self._numpy().empty(cap, dtype=bool)
+            yield from self._blocks(path, block_bytes, max_line, cap, buf, mask)
         finally:
             if owned:
                 self._buffer_lock.release()
 
-    def _blocks(self, path: Path, block_bytes: int, max_line: int, cap: int, buffers: list[bytearray], mask):
-        """The blocks of ``iter_blocks``, read into ``buffers`` in turn (one block each)."""
-        views = [memoryview(b) for b in buffers]
-        turn = 0
+    def _blocks(self, path: Path, block_bytes: int, max_line: int, cap: int, buf: bytearray, mask):
+        view = memoryview(buf)
         carry = b""
         with open(path, "rb", buffering=0) as handle:
             seekable = handle.seekable()
@@ -172,10 +163,9 @@ class Scanner:
                     carry = b""
                     size, new = len(block), len(data)
                 else:
-                    turn = (turn + 1) % len(buffers)
-                    size = new = _readinto_full(handle, views[turn][:want])
+                    size = new = _readinto_full(handle, view[:want])
                     eof = size == 0
-                    block = buffers[turn]
+                    block = buf
                 if size == 0:
                     break
                 if eof:
@@ -327,69 +317,6 @@ def _prune_database_cache(cache_dir: Path) -> None:
             p.unlink()
         except OSError:
             pass
-
-
-READ_AHEAD = True
-READ_AHEAD_MIN_BLOCKS = 2
-READ_AHEAD_MIN_BLOCK_BYTES = 1024 * 1024
-"""A file of at least this many blocks is read and scanned one block ahead in a thread while the
-caller routes the previous block: reading, hyperscan and the numpy newline mask release the GIL,
-so they overlap the caller's Python work. Three buffers rotate: the caller's block, the one
-queued, the one being read; the reader waits until the caller asks for the block after the queued
-one, so a block is never overwritten while the caller holds it."""
-
-
-class _ReaderFailed:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def _read_ahead(blocks):
-    """Iterate ``blocks`` (a generator) in a thread, one item ahead of the caller."""
-    import queue
-
-    items: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    done = object()
-
-    def deliver(item) -> bool:
-        while not stop.is_set():
-            try:
-                items.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in blocks:
-                if not deliver(item):
-                    return
-            deliver(done)
-        except BaseException as exc:   # the caller re-raises it (e.g. OSError reading the file)
-            deliver(_ReaderFailed(exc))
-        finally:
-            blocks.close()
-
-    reader = threading.Thread(target=produce, name="rlhealth-scan-ahead", daemon=True)
-    reader.start()
-    try:
-        while True:
-            item = items.get()
-            if item is done:
-                return
-            if isinstance(item, _ReaderFailed):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
-        try:
-            while True:
-                items.get_nowait()
-        except queue.Empty:
-            pass
-        reader.join()
 
 
 def _file_size(path: Path) -> int:

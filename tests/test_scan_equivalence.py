@@ -1,7 +1,7 @@
 """The fast scanning path gives exactly what the straightforward path gives.
 
 Fast path: ``Scanner.iter_blocks`` (memoryview blocks, seek instead of carry copies, numpy
-newline positions, blocks read and scanned one ahead in a thread), ``_Router.scan`` (no ``LineHit`` for stats-only lines, stats samples and
+newline positions), ``_Router.scan`` (no ``LineHit`` for stats-only lines, stats samples and
 their timestamps built only for the lines kept), trials read in forked processes while the
 logs are scanned. Straightforward path: the original block scanner below (carry + data, one
 ``bytes.count`` per match), ``Scanner.scan_file`` + ``_Router.__call__`` for every line,
@@ -172,7 +172,6 @@ def _all_log_files(tmp: Path, bench_root: Path) -> list[Path]:
                                                   (4096, 2048), (97, 4096), (1, 64)])
 def test_scanner_matches_reference(tmp_path, bench_bundle, monkeypatch, block_bytes, max_line):
     monkeypatch.setattr(scan_mod, "MAX_LINE_BYTES", max_line)
-    monkeypatch.setattr(scan_mod, "READ_AHEAD_MIN_BLOCK_BYTES", 4096)   # read ahead at 64 KiB and 4 KiB blocks
     scanner = bundle_mod.scanner_for(load_catalog())
     files = _all_log_files(tmp_path, bench_bundle)
     if block_bytes < 4096:   # the byte-at-a-time reference is slow on MiBs
@@ -220,7 +219,6 @@ def _fast_path(monkeypatch, block_bytes=None):
     monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 3)
     if block_bytes is not None:
-        monkeypatch.setattr(scan_mod, "READ_AHEAD_MIN_BLOCK_BYTES", block_bytes)   # files of 2+ blocks read ahead
         original = scan_mod.Scanner.iter_blocks
         monkeypatch.setattr(scan_mod.Scanner, "iter_blocks",
                             lambda self, path, block_bytes_=block_bytes: original(self, path, block_bytes_))

@@ -118,34 +118,3 @@ def test_iter_blocks_cover_the_file(scanner, tmp_path):
 def test_unreadable_file_raises_oserror(scanner, tmp_path):
     with pytest.raises(OSError):
         scanner.scan_file(tmp_path / "missing.log", "missing.log", lambda h: None)
-
-
-def test_read_ahead_gives_the_same_blocks_and_stops_cleanly(scanner, tmp_path, monkeypatch):
-    """Blocks read and scanned one ahead in a thread: same blocks and hits as in line; a caller
-    that stops early leaves no thread behind; a reader error reaches the caller."""
-    import threading
-
-    data = b"".join(b"line %d CUDA out of memory\n" % i if i % 7 == 0 else b"filler %d\n" % i for i in range(20000))
-    path = tmp_path / "f.log"
-    path.write_bytes(data)
-
-    def blocks():
-        return [(bytes(buf[:end]), count, hits) for buf, end, count, hits in scanner.iter_blocks(path, 4096)]
-
-    monkeypatch.setattr(scan_mod, "READ_AHEAD", False)
-    expected = blocks()
-    monkeypatch.setattr(scan_mod, "READ_AHEAD", True)
-    monkeypatch.setattr(scan_mod, "READ_AHEAD_MIN_BLOCK_BYTES", 4096)
-    assert len(expected) > 50 and blocks() == expected
-
-    def readers():
-        return [t for t in threading.enumerate() if t.name == "rlhealth-scan-ahead"]
-
-    for _, _, _, _ in scanner.iter_blocks(path, 4096):
-        assert readers()
-        break
-    assert not readers()
-    monkeypatch.setattr(scan_mod, "_file_size", lambda p: 1 << 30)
-    with pytest.raises(IsADirectoryError):
-        list(scanner.iter_blocks(tmp_path, 4096))
-    assert not readers()
