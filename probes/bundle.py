@@ -70,6 +70,8 @@ def checked_keys(keys: tuple[str, ...], line: bytes) -> tuple[str, ...]:
     """``keys`` of a scanned line without the prefiltered extractors whose whole pattern the line
     does not match."""
     return tuple(k for k in keys if k not in _PREFILTER_CHECKS or _PREFILTER_CHECKS[k].search(line))
+
+
 TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
 _SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
 _EXCEPTION_LINE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Abort)\b.*")
@@ -220,7 +222,9 @@ FAST_ROUTING = True
 the equivalence tests compare both)."""
 _STATS_ONLY = ("x_stats",)
 ENGINE_HEAD_MAX_CHARS = 512
+"""A stats line whose first ")" is further in is not memoised (its head would be no actor prefix)."""
 ENGINE_CACHE_MAX = 4096
+"""Memoised (head, index, era fields) -> (engine, era) entries per file before the memo restarts."""
 
 
 def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
