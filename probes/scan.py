@@ -260,16 +260,19 @@ def database_cache_dir() -> Path | None:
     configured = os.environ.get("RLHEALTH_CACHE_DIR")
     if configured is not None:
         return Path(configured) if configured.strip() else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "rlhealth"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "rlhealth"
+    home = os.path.expanduser("~")
+    return Path(home) / ".cache" / "rlhealth" if os.path.isabs(home) else None   # no home: no cache
 
 
 def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.Database:
     """A block-mode database of ``expressions`` (ids = positions), loaded from the cache when a
     database of exactly these expressions, flags and hyperscan version was compiled before
     (compiling takes 0.1-0.5 s, loading well under a millisecond), else compiled and cached.
-    A missing, unreadable or corrupt cache file only costs the compilation (hyperscan validates
-    what it deserializes); nothing here fails because of the cache."""
+    A missing, unreadable, corrupt or another user's cache file only costs the compilation
+    (hyperscan validates what it deserializes); nothing here fails because of the cache."""
     import hashlib
 
     ids = list(range(len(expressions)))
@@ -279,7 +282,10 @@ def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.D
     path = cache_dir / f"patterns-{key}.hsdb" if cache_dir is not None else None
     if path is not None:
         try:
-            db = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+            with open(path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_uid != os.geteuid():
+                    raise PermissionError("another user's cache file")   # in a shared cache directory
+                db = hyperscan.loadb(handle.read(), hyperscan.HS_MODE_BLOCK)
             db.scratch = hyperscan.Scratch(db)
             return db
         except (OSError, hyperscan.error, TypeError, ValueError):

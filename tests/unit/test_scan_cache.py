@@ -2,6 +2,8 @@
 compilation matches; a corrupt, unwritable or disabled cache only costs the compilation."""
 from __future__ import annotations
 
+import os
+
 import hyperscan
 import pytest
 
@@ -72,6 +74,23 @@ def test_disabled_or_unwritable_cache(tmp_path, monkeypatch, patterns):
     monkeypatch.delenv("RLHEALTH_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert scan_mod.database_cache_dir() == tmp_path / "xdg" / "rlhealth"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/xdg")          # not absolute: ignored (XDG spec)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert scan_mod.database_cache_dir() == tmp_path / "home" / ".cache" / "rlhealth"
+    monkeypatch.setattr(scan_mod.os.path, "expanduser", lambda p: p)  # no home directory known
+    assert scan_mod.database_cache_dir() is None
+
+
+def test_another_users_cache_file_is_not_loaded(tmp_path, monkeypatch, patterns):
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", str(tmp_path))
+    patterns = patterns[:5]
+    fresh = _matches(Scanner(patterns))
+    other_user = os.geteuid() + 1
+    monkeypatch.setattr(scan_mod.os, "geteuid", lambda: other_user)
+    compiled = []
+    real = hyperscan.Database
+    monkeypatch.setattr(hyperscan, "Database", lambda *a, **kw: compiled.append(1) or real(*a, **kw))
+    assert _matches(Scanner(patterns)) == fresh and compiled == [1]
 
 
 def test_cache_keeps_the_newest_databases(tmp_path, monkeypatch, patterns):
