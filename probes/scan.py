@@ -255,16 +255,11 @@ class Scanner:
 
 
 def database_cache_dir() -> Path | None:
-    """Where compiled pattern databases are kept: ``$RLHEALTH_CACHE_DIR`` (set but empty: no
-    cache), else ``$XDG_CACHE_HOME/rlhealth``, else ``~/.cache/rlhealth``."""
-    configured = os.environ.get("RLHEALTH_CACHE_DIR")
-    if configured is not None:
-        return Path(configured) if configured.strip() else None
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / "rlhealth"
-    home = os.path.expanduser("~")
-    return Path(home) / ".cache" / "rlhealth" if os.path.isabs(home) else None   # no home: no cache
+    """Where compiled pattern databases are kept: ``$RLHEALTH_CACHE_DIR`` when it names an
+    absolute directory, else nowhere. Off by default: the read-only guarantee (contract section 6)
+    lists every file rlhealth writes, and a cache is written only when the operator asks for it."""
+    configured = os.environ.get("RLHEALTH_CACHE_DIR", "").strip()
+    return Path(configured) if os.path.isabs(configured) else None
 
 
 def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.Database:

@@ -71,14 +71,18 @@ def test_disabled_or_unwritable_cache(tmp_path, monkeypatch, patterns):
     blocker.write_text("x")
     monkeypatch.setenv("RLHEALTH_CACHE_DIR", str(blocker / "sub"))   # cannot be created
     assert _matches(Scanner(patterns[:5])) == fresh
-    monkeypatch.delenv("RLHEALTH_CACHE_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert scan_mod.database_cache_dir() == tmp_path / "xdg" / "rlhealth"
-    monkeypatch.setenv("XDG_CACHE_HOME", "relative/xdg")          # not absolute: ignored (XDG spec)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert scan_mod.database_cache_dir() == tmp_path / "home" / ".cache" / "rlhealth"
-    monkeypatch.setattr(scan_mod.os.path, "expanduser", lambda p: p)  # no home directory known
+    monkeypatch.setenv("RLHEALTH_CACHE_DIR", "relative/cache")      # not absolute: no cache
     assert scan_mod.database_cache_dir() is None
+
+
+def test_no_cache_file_unless_asked(tmp_path, monkeypatch, patterns):
+    """Contract section 6: without RLHEALTH_CACHE_DIR nothing is written, whatever HOME/XDG say."""
+    monkeypatch.delenv("RLHEALTH_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert scan_mod.database_cache_dir() is None
+    Scanner(patterns[:5])
+    assert not any(tmp_path.rglob("*"))
 
 
 def test_another_users_cache_file_is_not_loaded(tmp_path, monkeypatch, patterns):
