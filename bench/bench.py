@@ -195,8 +195,10 @@ def measure_memory(root: Path, runs: int) -> dict:
     """The largest of ``runs`` sampled diagnoses (warm cache), column by column."""
     diag = rlhealth_argv() + ["diagnose", str(root), "--now", gen.NOW, "--format", "json"]
     samples = [rss.sample_tree(diag) for _ in range(runs)]
-    peak = {k: max(s[k] for s in samples) for k in samples[0] if k not in ("exit",)}
-    peak["exit"] = samples[-1]["exit"]
+    peak = {k: max(s[k] for s in samples) for k in samples[0] if k not in ("exit", "exact")}
+    peak["exit"], peak["exact"] = samples[-1]["exit"], all(s["exact"] for s in samples)
+    if not peak["exact"]:
+        print("WARNING: the exact peaks were not recorded (the wrapper failed): sampled values shown")
     return peak
 
 
@@ -272,16 +274,16 @@ def time_table(results: list[dict]) -> list[str]:
 
 
 def memory_table(results: list[dict]) -> list[str]:
-    rows = ["| point | diagnosing process: peak RSS (MiB) | its anon / file RSS at peak (MiB) | readers seen | "
-            "largest reader: peak RSS / unique (MiB) | tree: peak PSS sum (MiB) | tree: peak RSS sum (MiB) | "
-            "ru_maxrss (MiB) |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| point | diagnosing process: peak RSS | its anon / file RSS at its sampled peak | forked readers seen | "
+            "largest reader: peak RSS | largest reader: unique (USS) | whole tree: peak PSS sum | whole tree: peak RSS sum | "
+            "ru_maxrss (old figure) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for m in results:
         k = m.get("memory")
         if not k:
             continue
         rows.append(f"| {m['tag']} | **{k['main_peak_rss_mib']:.0f}** | {k['main_anon_mib_at_peak']:.0f} / "
-                    f"{k['main_file_mib_at_peak']:.0f} | {k['readers']} | {k['reader_peak_rss_mib']:.0f} / "
+                    f"{k['main_file_mib_at_peak']:.0f} | {k['readers']} | **{k['readers_peak_rss_mib']:.0f}** | "
                     f"{k['reader_peak_uss_mib']:.0f} | **{k['tree_peak_pss_mib']:.0f}** | {k['tree_peak_rss_sum_mib']:.0f} | "
                     f"{k['ru_maxrss_mib']:.0f} |")
     return rows
@@ -317,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cold-method", choices=["auto", "drop_caches", "fadvise"], default="auto",
                     help="how the bundle is made cold (auto: drop_caches when root may, else fadvise)")
     ap.add_argument("--memory-runs", type=int, default=1, help="sampled (untimed) diagnoses per point for the memory table")
-    ap.add_argument("--triage", action="store_true", help="also measure triage throughput (implied by --all)")
+    ap.add_argument("--with-triage", action="store_true", help="also measure triage throughput (implied by --all)")
     ap.add_argument("--no-triage", action="store_true")
     ap.add_argument("--copies", type=int, default=20, help="copies of the base bundle in the triage corpus")
     ap.add_argument("--triage-runs", type=int, help="runs per triage measurement (default 2)")
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     scaling = args.scaling or args.all
     caches = {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[args.cache or ("both" if args.all else "warm")]
     cold_method = cold_method_for(args.cold_method) if "cold" in caches else None
-    do_triage = (args.all or args.triage) and not args.no_triage
+    do_triage = (args.all or args.with_triage) and not args.no_triage
 
     started = time.perf_counter()
     grep_env = dict(os.environ, LC_ALL=args.grep_locale)
@@ -380,8 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory_runs > 0:
             k = m["memory"] = measure_memory(root, args.memory_runs)
             print(f"[{tag}] memory: diagnosing process peak RSS {k['main_peak_rss_mib']:.0f} MiB "
-                  f"(anon {k['main_anon_mib_at_peak']:.0f} + file {k['main_file_mib_at_peak']:.0f} at its peak); "
-                  f"{k['readers']} forked readers seen, largest peak RSS {k['reader_peak_rss_mib']:.0f} MiB "
+                  f"(anon {k['main_anon_mib_at_peak']:.0f} + file {k['main_file_mib_at_peak']:.0f} at its sampled peak); "
+                  f"{k['readers']} forked readers seen, largest peak RSS {k['readers_peak_rss_mib']:.0f} MiB "
                   f"(unique {k['reader_peak_uss_mib']:.0f}); tree peak PSS {k['tree_peak_pss_mib']:.0f} MiB, "
                   f"RSS sum {k['tree_peak_rss_sum_mib']:.0f} MiB; ru_maxrss {k['ru_maxrss_mib']:.0f} MiB "
                   f"({k['samples']} samples)")
@@ -397,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             r.setdefault("load", "?")
 
     tables = ["### diagnose vs grep+cat", "", *time_table(results), "",
-              "### memory (MiB; sampled from /proc, warm cache)", "", *memory_table(results)]
+              "### memory (MiB, warm cache; peaks of the diagnosing process and of its largest reader exact, sums sampled)", "", *memory_table(results)]
     if triage_rows:
         tables += ["", "### triage throughput (warm cache)", "", *triage_table(triage_rows)]
     base = results[0]

@@ -7,10 +7,12 @@ necessarily the diagnosing process -- and a forked reader's RSS also counts the 
 shares with its parent. So ``sample_tree`` polls ``/proc`` while the command runs and reports:
 
 - ``main``: the diagnosing process itself: peak RSS (``VmHWM``, the kernel's own high-water mark,
-  exact up to the last sample) and the ``RssAnon``/``RssFile`` split and ``Pss`` at the sample
-  where its RSS was highest;
-- ``readers``: every descendant seen: how many, the largest peak RSS (``VmHWM``) and the largest
-  unique set (``Private_Clean + Private_Dirty`` of ``smaps_rollup``: what that reader alone adds);
+  read by the process itself at exit: exact) and the ``RssAnon``/``RssFile`` split and ``Pss`` at
+  the sample where its RSS was highest;
+- ``readers``: the largest peak RSS of any forked reader (``ru_maxrss`` of the diagnosing
+  process's reaped descendants, read at its exit: exact), how many readers were seen, and the
+  largest unique set of one (``Private_Clean + Private_Dirty`` of ``smaps_rollup``: what that
+  reader alone adds, sampled);
 - ``tree``: at each sample the sum over all live processes of the tree of RSS (double-counts
   shared pages: an upper bound) and of PSS (shared pages split between their sharers: the memory
   the tree really holds); the peaks of both sums.
@@ -85,9 +87,21 @@ def _rollup_kib(pid: int) -> dict[str, int]:
 
 
 def sample_tree(argv: list[str], interval_s: float = 0.01, env: dict | None = None) -> dict:
-    """Run ``argv`` (stdout/stderr discarded) and sample its process tree until it exits."""
+    """Run ``argv`` (a Python console script or ``python -m module``; stdout/stderr discarded) and
+    sample its process tree until it exits.
+
+    The program runs inside this file's ``--exact`` wrapper -- the same process, no extra one --
+    which at exit records its own ``VmHWM`` (the diagnosing process's exact peak, even when it comes
+    after the last sample) and ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (the largest peak RSS of
+    any descendant it reaped: every forked reader, exactly, not sampled)."""
+    import sys
+    import tempfile
+
+    fd, exact_path = tempfile.mkstemp(prefix="rlhealth-bench-rss-")
+    os.close(fd)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--exact", exact_path, "--", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     main = {"hwm": 0, "rss": 0, "anon": 0, "file": 0, "pss": 0}
     readers: dict[int, dict[str, int]] = {}
     tree_rss = tree_pss = samples = 0
@@ -119,12 +133,20 @@ def sample_tree(argv: list[str], interval_s: float = 0.01, env: dict | None = No
         time.sleep(interval_s)
     wall = time.perf_counter() - t0
     mib = 1 / KIB
+    try:
+        exact = {k: int(v) for k, v in (line.split() for line in Path(exact_path).read_text().splitlines())}
+    except (OSError, ValueError):
+        exact = {}
+    os.unlink(exact_path)
     return {
         "wall_s": wall, "exit": os.waitstatus_to_exitcode(status), "samples": samples,
-        "main_peak_rss_mib": main["hwm"] * mib, "main_anon_mib_at_peak": main["anon"] * mib,
+        "exact": bool(exact),
+        "main_peak_rss_mib": exact.get("self_hwm_kib", main["hwm"]) * mib,
+        "readers_peak_rss_mib": exact.get("children_maxrss_kib", max((r["hwm"] for r in readers.values()), default=0)) * mib,
+        "main_sampled_peak_rss_mib": main["hwm"] * mib, "main_anon_mib_at_peak": main["anon"] * mib,
         "main_file_mib_at_peak": main["file"] * mib, "main_pss_mib_at_peak": main["pss"] * mib,
         "readers": len(readers),
-        "reader_peak_rss_mib": max((r["hwm"] for r in readers.values()), default=0) * mib,
+        "reader_sampled_peak_rss_mib": max((r["hwm"] for r in readers.values()), default=0) * mib,
         "reader_peak_uss_mib": max((r["uss"] for r in readers.values()), default=0) * mib,
         "tree_peak_rss_sum_mib": tree_rss * mib, "tree_peak_pss_mib": tree_pss * mib,
         "ru_maxrss_mib": usage.ru_maxrss * mib if usage is not None else 0.0,
@@ -171,3 +193,37 @@ def resident_mib(paths: list[str]) -> float | None:
     if out.returncode != 0:
         return None
     return sum(int(x) for x in out.stdout.split()) / KIB / KIB
+
+
+def _exact_main(argv: list[str]) -> None:
+    """``rss.py --exact FILE -- PROGRAM ARGS...``: run PROGRAM in this process; at exit write this
+    process's VmHWM and its reaped descendants' largest ru_maxrss (KiB) to FILE."""
+    import atexit
+    import resource
+    import runpy
+    import sys
+
+    out = argv[2]
+    prog = argv[4:]
+
+    def record() -> None:
+        hwm = _status_kib(os.getpid()).get("VmHWM", 0)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        Path(out).write_text(f"self_hwm_kib {hwm}\nchildren_maxrss_kib {kids}\n")
+
+    atexit.register(record)
+    if len(prog) >= 3 and prog[1] == "-m":
+        sys.argv = [prog[0], *prog[3:]]
+        sys.path[0] = os.getcwd()          # as ``python -m`` has it (not this file's directory)
+        runpy.run_module(prog[2], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(prog)
+        sys.path[0] = os.path.dirname(os.path.abspath(prog[0]))   # as running the script has it
+        runpy.run_path(prog[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) > 3 and sys.argv[1] == "--exact" and sys.argv[3] == "--":
+        _exact_main(sys.argv)
