@@ -87,7 +87,8 @@ def _rollup_kib(pid: int) -> dict[str, int]:
 
 
 def sample_tree(argv: list[str], interval_s: float = 0.01, env: dict | None = None) -> dict:
-    """Run ``argv`` (a Python console script or ``python -m module``; stdout/stderr discarded) and
+    """Run ``argv`` (a Python console script, ``python SCRIPT ...`` or ``python -m MODULE ...``;
+    stdout/stderr discarded) and
     sample its process tree until it exits.
 
     The program runs inside this file's ``--exact`` wrapper -- the same process, no extra one --
@@ -212,6 +213,8 @@ def _exact_main(argv: list[str]) -> None:
         Path(out).write_text(f"self_hwm_kib {hwm}\nchildren_maxrss_kib {kids}\n")
 
     atexit.register(record)
+    if os.path.basename(prog[0]).startswith("python") and len(prog) >= 2 and prog[1] != "-m":
+        prog = prog[1:]                          # python SCRIPT ARGS...: run SCRIPT
     if len(prog) >= 3 and prog[1] == "-m":
         sys.argv = [prog[0], *prog[3:]]
         sys.path[0] = os.getcwd()          # as ``python -m`` has it (not this file's directory)
