@@ -261,7 +261,7 @@ def _load() -> str:
 
 def time_table(results: list[dict]) -> list[str]:
     caches = [c for c in ("warm", "cold") if any(c in m["timing"] for m in results)]
-    head = "| point | logs | trials | " + " | ".join(
+    head = "| point | logs | trials | verdict | " + " | ".join(
         f"{c}: diagnose (s) | {c}: grep+cat (s) | {c}: ratio" for c in caches) + " | load avg 1/5 min |"
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for m in results:
@@ -269,7 +269,8 @@ def time_table(results: list[dict]) -> list[str]:
         for c in caches:
             t = m["timing"].get(c)
             cells.append(f"{t['diag_s']:.2f} | {t['base_s']:.2f} | **{t['diag_s'] / t['base_s']:.2f}x**" if t else "- | - | -")
-        rows.append(f"| {m['tag']} | {m['log_gib']:.2f} GiB | {m['trials']:,} | " + " | ".join(cells) + f" | {m['load']} |")
+        rows.append(f"| {m['tag']} | {m['log_gib']:.2f} GiB | {m['trials']:,} | {m.get('verdict')} | " + " | ".join(cells)
+                    + f" | {m['load']} |")
     return rows
 
 
@@ -373,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             t = measure(root, patterns, args.runs, grep_env, cache, cold_method or "fadvise")
             m["timing"][cache] = t
             m["verdict"] = t["verdict"]
+            if t["verdict"] != "NO-KILL":
+                print(f"WARNING: the generated bundle is healthy, but the diagnosis says {t['verdict']}")
             left = "" if t["resident_log_mib_after_evict"] is None else \
                 f"  (log files resident after eviction: {t['resident_log_mib_after_evict']:.0f} MiB)"
             print(f"[{tag}] {cache}: diagnose median {t['diag_s']:.2f}s  runs {', '.join(f'{x:.2f}' for x in t['diag_all'])}  "
