@@ -59,12 +59,46 @@ def _load() -> str:
     return f"{one:.2f}/{five:.2f}"
 
 
+def _spin(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x ^= i
+    return x
+
+
+def available_parallelism(workers: int = 2, seconds: float = 1.0) -> float:
+    """What a perfect pool of ``workers`` processes could gain right now: the wall time of a fixed
+    CPU-bound work done in one process over that of the same work split across ``workers`` forked
+    processes (2.0 on two idle cores; less when other work holds the CPUs)."""
+    import multiprocessing
+
+    n = 1_000_000
+    t0 = time.perf_counter()
+    _spin(n)
+    n = max(1, int(n * seconds / max(1e-3, time.perf_counter() - t0)))
+    t0 = time.perf_counter()
+    for _ in range(workers):
+        _spin(n)
+    one = time.perf_counter() - t0
+    ctx = multiprocessing.get_context("fork")
+    t0 = time.perf_counter()
+    procs = [ctx.Process(target=_spin, args=(n,)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    return one / (time.perf_counter() - t0)
+
+
 def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, jobs: int | None) -> dict:
     load_before = _load()
+    from rlhealth.triage import usable_cores
+
     one_by_one(bundles, now), triage(root, now, jobs)  # warm-up: page cache, compiled bytecode
-    seq, par, single = [], [], []
+    seq, par, single, avail = [], [], [], []
     same = True
     for _ in range(runs):
+        avail.append(available_parallelism(jobs or usable_cores()))
         w, v1 = one_by_one(bundles, now)
         seq.append(w)
         w, v2 = triage(root, now, jobs)
@@ -77,10 +111,12 @@ def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, job
     row = {"corpus": name, "jobs": n, "one_by_one_s": s, "triage_s": p, "triage_one_worker_s": one,
            "one_by_one_jobs_per_min": 60 * n / s, "triage_jobs_per_min": 60 * n / p, "speedup": s / p,
            "pool_speedup": one / p, "same_verdicts": same, "one_by_one_all": seq, "triage_all": par,
-           "triage_one_worker_all": single, "load": f"{load_before} -> {_load()}"}
+           "triage_one_worker_all": single, "load": f"{load_before} -> {_load()}",
+           "available_parallelism": statistics.median(avail), "available_parallelism_all": avail}
     print(f"[{name}] {n} jobs: one-by-one median {s:.2f}s ({row['one_by_one_jobs_per_min']:.0f} jobs/min), "
           f"triage median {p:.2f}s ({row['triage_jobs_per_min']:.0f} jobs/min), speedup {row['speedup']:.2f}x; "
-          f"triage --jobs 1 {one:.2f}s (pool speedup {row['pool_speedup']:.2f}x); same verdicts: {same}")
+          f"triage --jobs 1 {one:.2f}s (pool speedup {row['pool_speedup']:.2f}x; a perfect pool would get "
+          f"{row['available_parallelism']:.2f}x now); same verdicts: {same}")
     return row
 
 
