@@ -24,6 +24,8 @@ from rlhealth.facts import Evidence, Occurrence, ProblemNote
 from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
+from rlhealth.probes.parse.kubernetes import gpu_label_sightings
+from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN, gpu_name_from_line, parse_gpu_inventory
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
@@ -52,6 +54,7 @@ EXTRACTORS: dict[str, str] = {
     "x_source_rev": r"MarinSkyRL now at [0-9a-f]{7,40}",
     "x_resumed": r"Resumed training from global_step [0-9]+",
     "x_engine_model": r"Initializing an? (?:V[0-9]+ )?LLM engine[^\n]*with config: model=",
+    "x_gpu_name": GPU_NAME_LINE_PATTERN,
 }
 TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
 _SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
@@ -147,6 +150,10 @@ class BundleRead:
     eager_lines: list[tuple[bool, Occurrence]] = field(default_factory=list)
     engine_model: tuple[str, Occurrence] | None = None
     """The served model from the first vLLM engine init line (``... with config: model='X'``)."""
+    gpu_names: list[tuple[str, str, Occurrence]] = field(default_factory=list)
+    """GPU product names as the evidence states them: ``("nvidia_smi" | "node_label", name, where)``
+    from nvidia-smi output (the capture's raw GPU inventories, nvidia-smi lines in logs) and the
+    GPU product labels of the job's pods / nodes; the first sighting of each name per file."""
     batch_complete: list[tuple[dict, Occurrence]] = field(default_factory=list)
     exc_breakdown: dict[str, int] = field(default_factory=dict)
     exc_breakdown_occ: Occurrence | None = None
@@ -289,6 +296,10 @@ class _Router:
             model = vp.model_from_init_line(text)
             if model:
                 read.engine_model = (model, occ)
+        if "x_gpu_name" in keys:
+            name = gpu_name_from_line(text)
+            if name:
+                _add_gpu_name(read, "nvidia_smi", name, occ)
         if "x_eager" in keys:
             value = vp.eager_from_line(text)
             if value is not None and len(read.eager_lines) < 50:
@@ -488,17 +499,6 @@ def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
     return files
 
 
-def _total_size(root: Path) -> int:
-    """Bytes of the log files (a scheduling hint only)."""
-    total = 0
-    for path, _ in _log_files(root, None):
-        try:
-            total += path.stat().st_size
-        except OSError:
-            pass
-    return total
-
-
 def _slurm_leg(rel: str) -> str | None:
     name = rel.rsplit("/", 1)[-1]
     m = _SLURM_LEG_RE.search(name)
@@ -552,6 +552,8 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         chosen = captures[-1]
     if chosen is not None:
         _read_capture(read, chosen)
+    if chosen is not None:
+        _capture_gpu_names(read, chosen, catalog.sets.get("gpu_node_label_keys") or [])
     if read.manifest is None and read.capture is None and "manifest.json" not in [p.source for p in read.problems]:
         read.problems.append(ProblemNote(source="manifest.json", reason="no manifest.json and no rlhealth capture"))
     # --- trials, started now: they need nothing from the logs
@@ -560,7 +562,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trace_root.is_dir() and not trace_root.is_symlink():
         aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
         trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
-                                       since=_current_attempt_start(read), log_bytes=_total_size(root))
+                                       since=_current_attempt_start(read))
     # --- logs
     reference = read.newest_evidence or now_epoch
     scanner = scanner_for(catalog)
@@ -735,6 +737,37 @@ def _manifest_artifact_errors(read: BundleRead, manifest: dict) -> None:
         read.problems.append(ProblemNote(source="manifest.json",
                                          reason=f"the sync recorded an error for {rule['what'] if rule else name}: {text[:200]}",
                                          gate=rule["gate"] if rule else "none"))
+
+
+MAX_GPU_NAME_SIGHTINGS = 20
+
+
+def _add_gpu_name(read: BundleRead, kind: str, name: str, occ: Occurrence) -> None:
+    if len(read.gpu_names) < MAX_GPU_NAME_SIGHTINGS and not any(
+            k == kind and n == name and o.source == occ.source for k, n, o in read.gpu_names):
+        read.gpu_names.append((kind, name, occ))
+
+
+def _capture_gpu_names(read: BundleRead, cap: Path, label_keys: list[str]) -> None:
+    """GPU product names in the capture: the raw nvidia-smi inventories the live probes wrote
+    (``raw/exec/<pod>/nvidia-smi.inventory.csv``, ``raw/nvidia-smi-inventory_<node>_<job>.csv``)
+    and the GPU product labels in ``pods.json`` / ``nodes.json``."""
+    inventories = sorted(cap.glob("raw/exec/*/nvidia-smi.inventory.csv")) + sorted(cap.glob("raw/nvidia-smi-inventory_*.csv"))
+    for path, kind in [(p, "nvidia_smi") for p in inventories] + [(cap / n, "node_label") for n in ("pods.json", "nodes.json")]:
+        try:
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > 64 * 1024 * 1024:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        rel = path.relative_to(read.root).as_posix()
+        if kind == "nvidia_smi":
+            sightings = [(row["line"], row["name"]) for row in parse_gpu_inventory(text)]
+        else:
+            sightings = [(line, value) for line, _, value in gpu_label_sightings(text, label_keys)]
+        lines = text.splitlines()
+        for line, name in sightings:
+            _add_gpu_name(read, kind, name, Occurrence(source=rel, line=line, text=clean_line(lines[line - 1]).strip()))
 
 
 def _current_attempt_start(read: BundleRead) -> float | None:

@@ -84,6 +84,7 @@ _REST_ALLOWED = [re.compile(p) for p in (
     r"^/api/v1/namespaces/[a-z0-9-]+/pods/[a-z0-9.-]+$",
     r"^/api/v1/namespaces/[a-z0-9-]+/pods/[a-z0-9.-]+/log$",
     r"^/api/v1/namespaces/[a-z0-9-]+/events$",
+    r"^/api/v1/nodes/[a-z0-9.-]+$",     # one node by name: its labels name the GPU product
 )]
 _EXEC_PATH = re.compile(r"^/api/v1/namespaces/[a-z0-9-]+/pods/[a-z0-9.-]+/exec$")
 
@@ -93,7 +94,7 @@ def guard_rest(method: str, url: str, timeout: Any) -> None:
     if method.upper() != "GET":
         raise RefusedRequest(f"{method} {path}: only GET is allowed")
     if not any(p.match(path) for p in _REST_ALLOWED):
-        raise RefusedRequest(f"GET {path}: not a read-only pods/log/events endpoint")
+        raise RefusedRequest(f"GET {path}: not a read-only pods/log/events/node endpoint")
     if not timeout:
         raise RefusedRequest(f"GET {path}: every call needs a timeout")
 
@@ -514,6 +515,22 @@ class _Probe:
         self.writer.write_json("state.json", state)
         self.record("state", started, output="state.json", error=f"{iris_note}; state {note}".lstrip("; "))
 
+    def nodes(self, pods: list[kparse.PodInfo]) -> None:
+        """The nodes the newest generation's pods run on, one GET each (``raw/nodes/<node>.json``);
+        ``nodes.json`` keeps their names and labels (the GPU product labels). Reading nodes needs a
+        cluster-scoped ``get nodes`` permission: a refusal is recorded and only listed."""
+        names = sorted({p.node for p in kparse.newest_generation(pods) if p.node})[:MAX_PODS]
+        bodies = []
+        for node in names:
+            if self.out_of_time(f"node {node}"):
+                break
+            body, _, _ = self.rest("node:get", "read_node", f"/api/v1/nodes/{node}", {}, {"name": node},
+                                   f"raw/nodes/{node}.json")
+            if body is not None:
+                bodies.append(body)
+        if bodies:
+            self.writer.write_json("nodes.json", kparse.node_list(bodies))
+
     def logs_and_events(self, pods: list[kparse.PodInfo]) -> None:
         ns = self.namespace
         merged: list[dict] = []
@@ -835,6 +852,7 @@ def capture(args: ProbeOptions, *, now: datetime | None = None) -> Path:
         pod_list, pods = probe.discover() if connected else (None, [])
         probe.controller_state(pod_list is not None, pods)
         if pod_list is not None:
+            probe.nodes(pods)
             probe.logs_and_events(pods)
             probe.live(pods)
     except Exception as exc:  # noqa: BLE001 - never a traceback; the diagnosis reports ERROR

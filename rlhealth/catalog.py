@@ -162,7 +162,7 @@ def _csv(rel: str) -> list[dict[str, Any]]:
         parsed = {}
         for key, value in row.items():
             try:
-                parsed[key] = float(value) if key != "source" and key not in ("gpu", "model_class") else value
+                parsed[key] = float(value) if key not in ("source", "gpu", "model_class", "pattern") else value
             except (TypeError, ValueError):
                 parsed[key] = value
         rows.append(parsed)
@@ -242,6 +242,17 @@ def load_catalog() -> Catalog:
             for key, value in row.items():
                 if key.endswith(("_tok_s", "_tb_s", "_b", "_gib")) and not isinstance(value, float):
                     errors.append(f"{rel}:{i}: {key} must be a number, got {value!r}")
+    files.append("tables/gpu_names.csv")
+    known_gpus = {row["gpu"] for row in hbm}
+    for i, row in enumerate(_csv("tables/gpu_names.csv"), start=2):
+        try:
+            re.compile(str(row.get("pattern") or ""))
+        except re.error as exc:
+            errors.append(f"tables/gpu_names.csv:{i}: pattern {row.get('pattern')!r}: {exc}")
+        if not str(row.get("pattern") or "").strip() or not str(row.get("source") or "").strip():
+            errors.append(f"tables/gpu_names.csv:{i}: every row needs a pattern and a source")
+        if row.get("gpu") not in known_gpus:
+            errors.append(f"tables/gpu_names.csv:{i}: GPU class {row.get('gpu')!r} is not a row of tables/gpu_hbm_bandwidth.csv")
     trial_exceptions = _yaml(_read("trial_exceptions.yaml"))
     if errors:
         raise CatalogError("invalid knowledge base:\n" + "\n".join(errors))

@@ -107,7 +107,11 @@ class JobMeasured(Fact):
     model_source: str | None = None
     active_params_b: float | None = None
     gpu: str | None = None
+    """The GPU class of the first source in rules/sets.yaml gpu_source_precedence that names one."""
     gpu_source: str | None = None
+    gpu_classes: str | None = None
+    """Comma-separated GPU classes the device sources name, when they disagree (else None)."""
+    gpu_disagreement: str | None = None
     n_concurrent_trials: int | None = None
     max_num_seqs: int | None = None
     num_inference_engines: int | None = None
@@ -188,6 +192,43 @@ class EnginesMeasured(Fact):
     n_concurrent_trials: int | None = None
     max_num_seqs: int | None = None
     demand_over_supply: float | None = None
+    present: int = 0
+    """Engines with a stats line in the current attempt (all engines seen when no attempt boundary is known)."""
+    identities: str | None = None
+    """The engines seen, one canonical identity each (process prefix or Ray worker file, host), sorted."""
+    unattributed_files: int = 0
+    """Files whose stats lines carry no process identity (no ``(Actor pid=N)`` prefix, no Ray worker
+    file name): their engines cannot be told apart, so the engine count is not comparable."""
+    deduplicated_lines: int = 0
+    """Stats lines Ray folded with others (``[repeated Nx across cluster]``): the folded engines'
+    lines are missing from that stream, so an engine absent or silent there may only be folded."""
+    log_files: int = 0
+    """Log files read for this diagnosis."""
+    log_capture_problems: str | None = None
+    """Evidence problems on log sources (sync or probe errors for the finelog, pod or Ray logs; unreadable logs)."""
+
+
+class EngineMeasured(Fact):
+    """One inference engine (canonical identity over every file it logs to) and its newest stats line."""
+    kind: Literal["engine"] = "engine"
+    identity: str
+    sources: str
+    """The files its stats lines were read from."""
+    samples: int
+    last_stats: str | None = None
+    lag_s: float | None = None
+    """How long before the newest stats line of any engine this engine's newest stats line was printed."""
+    last_gen_tok_s: float | None = None
+    last_running: int | None = None
+    in_current_attempt: bool = True
+
+
+class EnginesConfigured(Fact):
+    """The configured number of inference engines (num_inference_engines) and where it was read."""
+    kind: Literal["engines_configured"] = "engines_configured"
+    expected: int
+    source: str
+    """``file:line`` of the configuration line, or the configuration source and key."""
 
 
 class ThroughputMeasured(Fact):
@@ -204,7 +245,28 @@ class ThroughputMeasured(Fact):
     single_stream_bound_tok_s: float | None = None
     table_source: str | None = None
     floor_assumption: str | None = None
-    """Set when the model or GPU was unknown: which conservative row the floor assumes."""
+    """Set when the model or GPU was unknown or disputed: which conservative row the floor assumes."""
+    gpu_source: str | None = None
+    """Where the GPU of the row was read (None when it was assumed)."""
+    floor_fastest_tok_s: float | None = None
+    """When the GPU sources disagree: the floor on the fastest GPU named (``floor_tok_s`` is the
+    floor on the slowest, the conservative one)."""
+
+
+class GpuTypeMeasured(Fact):
+    """The GPU type as each source names it (nvidia-smi, node labels, job.json, launch words, --gpu)."""
+    kind: Literal["gpu_type"] = "gpu_type"
+    gpu: str
+    """The class of the first source in rules/sets.yaml gpu_source_precedence that names a GPU."""
+    source_kind: str
+    source: str
+    kinds_named: int
+    """Kinds of source that name a GPU."""
+    device_classes: int
+    """Distinct GPU classes the device sources (rules/sets.yaml gpu_device_sources) name."""
+    classes: str | None = None
+    disagreement: str | None = None
+    """Which device source names which class, when they name more than one."""
 
 
 class GpuRoleMeasured(Fact):
@@ -306,6 +368,23 @@ class TrialsMeasured(Fact):
     """Seconds from the newest start recorded in a trial's result.json to the newest evidence time."""
 
 
+class StopReasonsMeasured(Fact):
+    """Why the agents of finished trials stopped: each trial's stop-reason field, else its exception type."""
+    kind: Literal["stop_reasons"] = "stop_reasons"
+    finished: int
+    """Finished trials counted (every one has a reason, possibly ended_without_exception)."""
+    recorded: int = 0
+    """Of them, trials whose result.json has a stop-reason field."""
+    top: str
+    """The most frequent stop reason (rules/trial_exceptions.yaml stop_reasons)."""
+    top_count: int
+    top_fraction: float
+    mix: str
+    """Every stop reason with its count and share, most frequent first."""
+    cause: str | None = None
+    fix: str | None = None
+
+
 class StdRolloutsMeasured(Fact):
     """Standard-run rollout metrics from the trainer log."""
     kind: Literal["std_rollouts"] = "std_rollouts"
@@ -396,8 +475,9 @@ class GateSlot(Fact):
 # Which measurement kinds each gate reads (named when no rule concluded on a gate).
 GATE_INPUTS = {
     "liveness": ("job", "trainer", "signature", "gpu_role", "stacks", "flight_recorder", "problem"),
-    "resources": ("engines", "throughput", "gpu_role", "gpu_health", "gpu_xid", "pods", "signature", "problem"),
-    "rollouts": ("job", "trials", "std_rollouts", "problem"),
+    "resources": ("engines", "engine", "engines_configured", "throughput", "gpu_type", "gpu_role", "gpu_health", "gpu_xid",
+                  "pods", "signature", "problem"),
+    "rollouts": ("job", "trials", "stop_reasons", "std_rollouts", "problem"),
     "dynamics": ("trainer", "dynamics", "problem"),
     "restarts": ("restarts",),
 }
@@ -412,8 +492,10 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
-    JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, ThroughputMeasured,
-    GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured, StdRolloutsMeasured, DynamicsMeasured,
+    JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
+    EnginesConfigured, ThroughputMeasured, GpuTypeMeasured,
+    GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
+    StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}
 
 

@@ -51,9 +51,12 @@ def metric_series(read) -> dict[str, Any]:
 
 
 def throughput_series(read) -> dict[str, list[list[float]]]:
-    """Per engine: ``[[epoch seconds, generation tok/s], ...]`` from the kept vLLM stats samples."""
+    """Per engine (one canonical identity per engine, rlhealth.observers.engines): ``[[epoch seconds,
+    generation tok/s], ...]`` from the kept vLLM stats samples."""
+    from rlhealth.observers.engines import canonical_engines
     out: dict[str, list[list[float]]] = {}
-    for engine, samples in sorted((getattr(read, "stats", None) or {}).items()):
+    engines = canonical_engines(read) if getattr(read, "stats", None) else []
+    for engine, samples in ((e.label, e.samples) for e in engines):
         rows = [[float(s.ts), float(s.gen_tok_s)] for s in samples
                 if getattr(s, "ts", None) is not None and _num(getattr(s, "gen_tok_s", None)) is not None]
         if rows:

@@ -212,6 +212,7 @@ def _reference_path(monkeypatch, block_bytes=None):
 def _fast_path(monkeypatch, block_bytes=None):
     monkeypatch.setattr(bundle_mod, "FAST_ROUTING", True)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)       # processes even for tiny corpora
+    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 3)
     if block_bytes is not None:
         original = scan_mod.Scanner.iter_blocks
@@ -275,15 +276,26 @@ def test_trials_processes_equal_sequential(bench_bundle, monkeypatch):
     sequential = trials_mod.summarize_trials(trace, {}, 50, workers=1)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 7)
+    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
+    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
     parallel = trials_mod.summarize_trials(trace, {}, 50, workers=2)
-    background = trials_mod.BackgroundSummary(trace, {}, 50, log_bytes=0).result()
+    background = trials_mod.BackgroundSummary(trace, {}, 50)
+    assert len(background._readers) == 1
     assert asdict(parallel) == asdict(sequential)
-    assert asdict(background) == asdict(sequential)
+    assert asdict(background.result()) == asdict(sequential)
     assert sequential.completed > 200 and sequential.coherence_sampled > 0
 
 
 def test_trials_background_falls_back_when_the_child_fails(bench_bundle, monkeypatch):
     trace = bench_bundle / "trace_jobs"
     expected = trials_mod.summarize_trials(trace, {}, 50, workers=1)
-    monkeypatch.setattr(trials_mod, "_summarize_child", lambda send, *a: os._exit(3))
-    assert asdict(trials_mod.BackgroundSummary(trace, {}, 50).result()) == asdict(expected)
+    monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)
+    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)
+    monkeypatch.setattr(trials_mod, "_reader_child", lambda send, *a: os._exit(3))
+    reread = []
+    in_process = trials_mod.BackgroundSummary._tally_in_process
+    monkeypatch.setattr(trials_mod.BackgroundSummary, "_tally_in_process",
+                        lambda self: reread.append(1) or in_process(self))
+    assert asdict(trials_mod.BackgroundSummary(trace, {}, 50, workers=2).result()) == asdict(expected)
+    assert reread == [1]

@@ -14,6 +14,7 @@ Pod name schemes: ``iris-<user>-<job>-<rank>-<hash>-<gen>`` (single-node RL) and
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -243,3 +244,60 @@ def parse_ls_full_iso(text: str) -> list[dict]:
         rows.append({"name": name, "size": int(m["size"]), "mtime": mtime,
                      "type": {"-": "file", "d": "dir", "l": "link"}.get(m["mode"][0], "other")})
     return rows
+
+
+# --------------------------------------------------------------------------- GPU product labels
+
+def node_list(bodies: Iterable[bytes | str]) -> dict:
+    """``nodes.json``: a NodeList of the nodes read (``raw/nodes/<node>.json``, one Node each) with
+    only their names and labels, sorted by name; a body that is not a Node is skipped."""
+    items = []
+    for body in bodies:
+        try:
+            node = json.loads(body)
+        except ValueError:
+            continue
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            continue
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        items.append({"apiVersion": "v1", "kind": "Node",
+                      "metadata": {"name": meta["name"], "labels": dict(sorted(labels.items()))}})
+    return {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+            "items": sorted(items, key=lambda n: n["metadata"]["name"])}
+
+
+def gpu_label_sightings(text: str, keys: Iterable[str]) -> list[tuple[int, str, str]]:
+    """``(line, key, value)`` for every GPU product label in a PodList or NodeList as written
+    (pretty-printed or compact JSON): a node's ``metadata.labels``, a pod's ``nodeSelector`` and the
+    ``In`` expressions of its *required* node affinity (``{"key": "gpu.nvidia.com/class",
+    "operator": "In", "values": ["H100_NVLINK_80GB"]}``, the first value); a preferred affinity
+    guarantees nothing and is not read. ``keys``: the label keys that name a GPU product
+    (rules/sets.yaml). The line is the first (1-based) that holds the quoted value; a text that is
+    not JSON yields nothing."""
+    wanted = set(keys)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return []
+    found: list[tuple[str, str]] = []
+    for item in doc.get("items") or [] if isinstance(doc, dict) else []:
+        if not isinstance(item, dict):
+            continue
+        labels = (item.get("metadata") or {}).get("labels") if item.get("kind") == "Node" else None
+        spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
+        for mapping in (labels, spec.get("nodeSelector")):
+            if isinstance(mapping, dict):
+                found += [(k, v) for k, v in mapping.items() if k in wanted and isinstance(v, str) and v]
+        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+        for term in required.get("nodeSelectorTerms") or [] if isinstance(required, dict) else []:
+            for expr in (term or {}).get("matchExpressions") or [] if isinstance(term, dict) else []:
+                values = expr.get("values") if isinstance(expr, dict) else None
+                if expr.get("key") in wanted and expr.get("operator") == "In" and values and isinstance(values[0], str):
+                    found.append((expr["key"], values[0]))
+    out = set()
+    for key, value in found:
+        at = text.find(json.dumps(value))
+        out.add((text.count("\n", 0, at) + 1 if at >= 0 else 1, key, value))
+    return sorted(out)

@@ -5,6 +5,9 @@ units (``%``, ``MiB``, ``W``) are stripped. Unknown columns are ignored.
 """
 from __future__ import annotations
 
+import csv
+import functools
+import io
 import re
 
 _NA = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""}
@@ -83,32 +86,49 @@ def parse_gpu_inventory(text: str) -> list[dict]:
     ``name`` is last so a GPU name containing commas survives.
     """
     rows = []
-    for line in text.splitlines():
+    for lineno, line in enumerate(text.splitlines(), start=1):
         cells = [c.strip() for c in line.split(",", 2)]
         if len(cells) < 3 or not cells[0].isdigit():
             continue
-        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": cells[2]})
+        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": cells[2], "line": lineno})
     return rows
 
 
-_GPU_NAMES = [
-    (re.compile(r"GH200", re.I), "GH200-96GB"),
-    (re.compile(r"GB200", re.I), "GB200"),
-    (re.compile(r"H200", re.I), "H200-141GB"),
-    (re.compile(r"B200", re.I), "B200-180GB"),
-    (re.compile(r"H100.*(PCIe)", re.I), "H100-80GB-PCIe"),
-    (re.compile(r"H100", re.I), "H100-80GB-SXM"),
-    (re.compile(r"A100.*80", re.I), "A100-80GB"),
-    (re.compile(r"A100", re.I), "A100-40GB"),
-]
+# The product name as nvidia-smi prints it in a log: a row of its default table
+# ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |") or ``nvidia-smi -L``
+# ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)").
+GPU_NAME_LINE_PATTERN = r"(?:\|\s+[0-9]+\s+NVIDIA [A-Za-z0-9]|GPU [0-9]+: NVIDIA [A-Za-z0-9][^()]*\(UUID: )"
+_TABLE_ROW_NAME = re.compile(r"\|\s+\d+\s+(NVIDIA [^|]*?)\s+(?:On|Off)\s+\|")
+_LIST_NAME = re.compile(r"GPU \d+: (NVIDIA [^()]*?)\s*\(UUID: ")
+
+
+def gpu_name_from_line(text: str) -> str | None:
+    """The GPU product name an nvidia-smi table row or ``nvidia-smi -L`` line names, or None."""
+    m = _TABLE_ROW_NAME.search(text) or _LIST_NAME.search(text)
+    return m.group(1).strip() if m else None
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_name_table() -> tuple[tuple[re.Pattern, str, str], ...]:
+    """rules/tables/gpu_names.csv (data): ``(pattern, hardware class, source)`` in file order; the
+    first pattern found in a product name, node label value or launch word names the class."""
+    from importlib import resources
+    text = resources.files("rlhealth.rules").joinpath("tables", "gpu_names.csv").read_text(encoding="utf-8")
+    return tuple((re.compile(row["pattern"], re.I), row["gpu"], row["source"]) for row in csv.DictReader(io.StringIO(text)))
+
+
+def gpu_class_or_none(name: str) -> str | None:
+    """The hardware class a GPU name maps to in rules/tables/gpu_names.csv, or None."""
+    for pattern, cls, _ in gpu_name_table():
+        if pattern.search(name or ""):
+            return cls
+    return None
 
 
 def gpu_class(name: str) -> str:
-    """nvidia-smi product name -> the contract's hardware class (``NVIDIA H100 80GB HBM3`` -> ``H100-80GB-SXM``)."""
-    for pat, cls in _GPU_NAMES:
-        if pat.search(name):
-            return cls
-    return name.strip() or "unknown"
+    """nvidia-smi product name -> the contract's hardware class (``NVIDIA H100 80GB HBM3`` -> ``H100-80GB-SXM``);
+    a name the table does not know is returned as written."""
+    return gpu_class_or_none(name) or name.strip() or "unknown"
 
 
 # ---- GPU health: ``nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`` and kernel Xid lines -----

@@ -2,27 +2,38 @@
 
 A trial directory with ``result.json`` is completed; one with only ``config.json`` (or other
 files) is started. From each ``result.json``: reward (``verifier_result.rewards.reward``),
-exception type, turns (``agent_result.metadata.n_episodes``), phase timings. A sample of
-completed trials is read further for agent output (ATIF ``agent/trajectory.json``) and
+exception type, turns (``agent_result.metadata.n_episodes``), phase timings. A sample of the
+newest completed trials is read further for agent output (ATIF ``agent/trajectory.json``) and
 scored for coherence (token salad, repetition loops, empty output).
-Trials are summarized as they are read; nothing per trial is kept beyond small numbers.
+
+Memory does not grow with the trial count except by the numbers the facts need exactly: every
+reward (the reward histogram) and every phase duration (exact medians and p90), 8 bytes each.
+Everything else is a running aggregate (counts, an exact running sum for the mean turns, the
+first examples by trial name, the newest ``sample_size`` trials); the directory listing is kept
+packed (about one byte per character of the trial names).
 """
 from __future__ import annotations
 
+import errno
 import functools
-
+import gc
+import heapq
 import json
+import math
 import multiprocessing
 import os
 import re
+import stat
 import sys
+import threading
 import unicodedata
+from array import array
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from rlhealth.probes.parse.timestamps import parse_iso
 
@@ -31,14 +42,109 @@ RESULT_EDGE_BYTES = 1024 * 1024
 TRAJECTORY_MAX_BYTES = 8 * 1024 * 1024
 EXCEPTION_HEAD_BYTES = 16 * 1024
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+GENERIC_EXCEPTIONS = ("RuntimeError", "Exception")
+"""Exception types too generic to report: ``exception.txt`` is read for a more specific name."""
 
 _REWARD_RE = re.compile(rb'"rewards"\s*:\s*\{[^{}]*?"reward"\s*:\s*(-?[0-9.eE+-]+|null)')
 _EXC_TYPE_RE = re.compile(rb'"exception_type"\s*:\s*"([A-Za-z0-9_.]+)"')
 _EPISODES_RE = re.compile(rb'"n_episodes"\s*:\s*([0-9]+)')
+# Where a trial records why its agent stopped, first found wins: the agent's own metadata
+# (Terminus / OpenCode style stop, finish, exit or termination reason) or terminal-bench's
+# ``failure_mode``. Without one, the exception type stands for the stop reason (the observer
+# maps both through rules/trial_exceptions.yaml ``stop_reasons``).
+STOP_REASON_FIELDS = (("agent_result", "metadata", "stop_reason"), ("agent_result", "metadata", "finish_reason"),
+                      ("agent_result", "metadata", "exit_reason"), ("agent_result", "metadata", "termination_reason"),
+                      ("agent_result", "stop_reason"), ("stop_reason",), ("failure_mode",))
+STOP_REASON_MAX_CHARS = 80
+_STOP_REASON_RE = re.compile(rb'"(?:stop_reason|finish_reason|exit_reason|termination_reason|failure_mode)"\s*:\s*"([^"]{1,80})"')
 _EXC_NAME_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit))\b")
 
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+"""O_NONBLOCK: a FIFO planted as a trial file never blocks the reader (regular files ignore it)."""
+_ABSENT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
+"""``open`` errors that mean "no such file" (as ``Path.exists`` treats them)."""
 
-@dataclass
+
+class NotRegularFile(OSError):
+    """A trial file that is a FIFO, socket or device: never read."""
+
+    def __init__(self):
+        super().__init__("not a regular file")
+        self.strerror = "not a regular file"
+
+
+def _open_file(path: bytes) -> tuple[int, int] | None:
+    """(fd, size) of an existing file; None if it does not exist. A directory opens (reading it
+    fails with EISDIR, as ``open()`` would); other non-regular files raise ``NotRegularFile``."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno in _ABSENT_ERRNOS:
+            return None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise NotRegularFile()
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _read_fd(fd: int, first: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes to EOF, asking for ``first`` bytes first (the size fstat gave + 1)."""
+    want = min(first, limit)
+    data = os.read(fd, want)
+    if len(data) < want or len(data) >= limit:     # a short read of a regular file is its end
+        return data
+    parts = [data]
+    total = len(data)
+    while total < limit:
+        more = os.read(fd, min(limit - total, 1024 * 1024))
+        if not more:
+            break
+        parts.append(more)
+        total += len(more)
+    return b"".join(parts)
+
+
+def _read_file(path: bytes, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of a file; None if it does not exist; OSError if unreadable."""
+    opened = _open_file(path)
+    if opened is None:
+        return None
+    fd, size = opened
+    try:
+        return _read_fd(fd, size + 1, limit)
+    finally:
+        os.close(fd)
+
+
+def _exists(path: bytes) -> bool:
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def loads_json(data: bytes | memoryview) -> Any:
+    """Parse JSON with orjson; what orjson refuses but ``json`` accepts (NaN/Infinity literals, a
+    BOM, UTF-16, lone surrogates) is parsed by ``json``, so both accept the same documents (orjson
+    returns integers past 64 bits as floats). Raises ValueError for anything unparseable, nesting
+    too deep included (``json`` would raise RecursionError there)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
+    except RecursionError as exc:
+        raise ValueError(str(exc)) from None
+
+
+@dataclass(slots=True)
 class TrialRead:
     """What one trial directory yielded (transient, not kept)."""
     name: str
@@ -50,28 +156,7 @@ class TrialRead:
     started_at: float | None = None
     problem: str | None = None
     exception_source: str | None = None
-
-
-@dataclass
-class TrialSummary:
-    started: int = 0
-    completed: int = 0
-    unreadable: int = 0
-    rewards: list[float] = field(default_factory=list)
-    exceptions: Counter = field(default_factory=Counter)
-    exception_example: dict[str, str] = field(default_factory=dict)
-    turns: list[float] = field(default_factory=list)
-    phases: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in PHASES})
-    problems: list[str] = field(default_factory=list)
-    first_started_at: float | None = None
-    last_started_at: float | None = None
-    last_recorded_start: float | None = None
-    """Newest ``started_at`` written in a result.json (never a file's mtime: deterministic)."""
-    coherence_sampled: int = 0
-    incoherent: int = 0
-    incoherent_example: tuple[str, str] | None = None
-    coherent_example: tuple[str, str] | None = None
-    prior_generation: int = 0
+    stop_reason: str | None = None
 
 
 def _dig(obj: Any, *keys: str) -> Any:
@@ -82,23 +167,33 @@ def _dig(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def _read_result(path: Path) -> tuple[dict | None, bytes | None, str | None]:
-    """Parsed JSON (small files) or raw head+tail bytes (huge files); or a problem string."""
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | None:
+    """Parsed JSON (files up to RESULT_FULL_READ_BYTES) or raw head+tail bytes (larger files), or
+    a problem string; None when there is no result.json (the trial has not completed)."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
+        opened = _open_file(path)
+        if opened is None:
+            return None
+        fd, size = opened
+        try:
             if size <= RESULT_FULL_READ_BYTES:
-                data = handle.read()
+                data = _read_fd(fd, size + 1, RESULT_FULL_READ_BYTES + RESULT_EDGE_BYTES)
             else:
-                head = handle.read(RESULT_EDGE_BYTES)
-                handle.seek(max(0, size - RESULT_EDGE_BYTES))
-                return None, head + b"\n" + handle.read(), None
+                head = _read_fd(fd, RESULT_EDGE_BYTES, RESULT_EDGE_BYTES)
+                os.lseek(fd, max(0, size - RESULT_EDGE_BYTES), os.SEEK_SET)
+                return None, head + b"\n" + _read_fd(fd, RESULT_EDGE_BYTES, 2 * RESULT_EDGE_BYTES), None
+        finally:
+            os.close(fd)
     except OSError as exc:
         return None, None, f"unreadable ({exc.strerror or exc})"
-    if not data.strip():
+    if not data or data.isspace():
         return None, None, "empty result.json"
     try:
-        obj = json.loads(data)
+        obj = loads_json(data) if len(data) < MEMBER_SCAN_MIN_BYTES else load_used_members(data)
     except ValueError as exc:
         return None, data[-RESULT_EDGE_BYTES:], f"malformed result.json ({str(exc)[:80]})"
     if not isinstance(obj, dict):
@@ -106,74 +201,188 @@ def _read_result(path: Path) -> tuple[dict | None, bytes | None, str | None]:
     return obj, None, None
 
 
-def _duration(block: Any) -> float | None:
-    if not isinstance(block, dict):
-        return None
-    a, b = parse_iso(block.get("started_at")), parse_iso(block.get("finished_at"))
-    if a is None or b is None or b < a:
-        return None
-    return b - a
+# ---------------------------------------------------------------- large result.json: used members only
+MEMBER_SCAN_MIN_BYTES = 256 * 1024
+"""From this size on, only the members the summary uses are parsed (a result.json with rollout
+logprobs parses into tens of MB of Python floats)."""
+_USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_info", "started_at",
+                           "stop_reason", "failure_mode") + PHASES)
+_WS = re.compile(rb"[ \t\n\r]*")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_SCALAR = re.compile(rb'[^,:{}\[\]" \t\n\r]+')
+_STRUCTURE = re.compile(rb'["\[\]{}]')
 
 
-def read_trial(trial_dir: Path, aliases: dict[str, str]) -> TrialRead:
-    name = trial_dir.name
-    result = trial_dir / "result.json"
-    if not result.exists():
-        return TrialRead(name=name, completed=False, started_at=_config_time(trial_dir))
-    obj, raw, problem = _read_result(result)
+def _value_end(buf: bytes, pos: int) -> int:
+    """End of the JSON value at ``pos``, found by its structure (strings and brackets) only."""
+    first = buf[pos:pos + 1]
+    if first == b'"':
+        m = _STRING.match(buf, pos)
+        if m is None:
+            raise ValueError(f"unterminated string at byte {pos}")
+        return m.end()
+    if first in (b"{", b"["):
+        closers = []
+        i = pos
+        while True:
+            m = _STRUCTURE.search(buf, i)
+            if m is None:
+                raise ValueError(f"unterminated {'object' if first == b'{' else 'array'} at byte {pos}")
+            ch = buf[m.start()]
+            if ch == 0x22:                                   # "
+                s = _STRING.match(buf, m.start())
+                if s is None:
+                    raise ValueError(f"unterminated string at byte {m.start()}")
+                i = s.end()
+                continue
+            if ch in (0x7B, 0x5B):                           # { [
+                closers.append(ch + 2)                       # } ]
+            elif not closers or closers.pop() != ch:
+                raise ValueError(f"mismatched {chr(ch)} at byte {m.start()}")
+            i = m.end()
+            if not closers:
+                return i
+    m = _SCALAR.match(buf, pos)
+    if m is None:
+        raise ValueError(f"expected a value at byte {pos}")
+    return m.end()
+
+
+def _member_spans(buf: bytes, pos: int) -> tuple[dict[str, tuple[int, int]], int]:
+    """{key: (start, end) of its value} of the object at ``pos`` (the last of a repeated key, as
+    ``json`` keeps it), and the position after the object."""
+    spans: dict[str, tuple[int, int]] = {}
+    pos = _WS.match(buf, pos + 1).end()
+    if buf[pos:pos + 1] == b"}":
+        return spans, pos + 1
+    while True:
+        m = _STRING.match(buf, pos)
+        if m is None:
+            raise ValueError(f"expected a key at byte {pos}")
+        key = loads_json(m.group())
+        pos = _WS.match(buf, m.end()).end()
+        if buf[pos:pos + 1] != b":":
+            raise ValueError(f"expected ':' at byte {pos}")
+        start = _WS.match(buf, pos + 1).end()
+        end = _value_end(buf, start)
+        spans[key] = (start, end)
+        pos = _WS.match(buf, end).end()
+        sep = buf[pos:pos + 1]
+        if sep == b"}":
+            return spans, pos + 1
+        if sep != b",":
+            raise ValueError(f"expected ',' or '}}' at byte {pos}")
+        pos = _WS.match(buf, pos + 1).end()
+
+
+def load_used_members(buf: bytes) -> Any:
+    """The members of a result.json the summary uses (``agent_result`` reduced to its
+    ``metadata``), each parsed alone; the rest is only checked for structure. A document that is
+    not an object yields a non-dict. Raises ValueError if the structure is broken (or the text is
+    UTF-16/32, which only a full parse decodes)."""
+    start = _WS.match(buf, 3 if buf.startswith(b"\xef\xbb\xbf") else 0).end()
+    if buf[start:start + 1] != b"{":
+        end = _value_end(buf, start)
+        if _WS.match(buf, end).end() != len(buf):
+            raise ValueError(f"extra data at byte {end}")
+        return []
+    spans, end = _member_spans(buf, start)
+    if _WS.match(buf, end).end() != len(buf):
+        raise ValueError(f"extra data at byte {end}")
+    view = memoryview(buf)
+    obj = {key: loads_json(view[a:b]) for key, (a, b) in spans.items() if key in _USED_MEMBERS}
+    if "agent_result" in spans:
+        a, b = spans["agent_result"]
+        inner = _member_spans(buf, a)[0] if buf[a:a + 1] == b"{" else {}
+        obj["agent_result"] = {key: loads_json(view[slice(*inner[key])])
+                               for key in ("metadata", "stop_reason") if key in inner}
+    return obj
+
+
+_parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
+"""A trial's phase boundaries repeat (one phase ends when the next starts)."""
+
+
+def _from_result(read: TrialRead, obj: dict) -> None:
+    reward = _dig(obj, "verifier_result", "rewards", "reward")
+    if reward is None:
+        reward = _dig(obj, "result", "reward") if isinstance(obj.get("result"), dict) else obj.get("reward")
+    if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+        read.reward = _finite(float(reward))
+    exc = _dig(obj, "exception_info", "exception_type") or _dig(obj, "result", "error_type") or None
+    read.exception = str(exc) if exc else None
+    turns = _dig(obj, "agent_result", "metadata", "n_episodes")
+    read.turns = _finite(float(turns)) if isinstance(turns, (int, float)) else None
+    stop = next((v for v in (_dig(obj, *path) for path in STOP_REASON_FIELDS) if isinstance(v, str) and v.strip()), None)
+    read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS] if stop else None
+    for phase in PHASES:
+        block = obj.get(phase)
+        if isinstance(block, dict):
+            a, b = block.get("started_at"), block.get("finished_at")
+            if isinstance(a, str) and isinstance(b, str):
+                a, b = _parse_iso_recent(a), _parse_iso_recent(b)
+                if a is not None and b is not None and b >= a:
+                    read.phases[phase] = b - a
+    started = obj.get("started_at")
+    read.started_at = _parse_iso_recent(started) if isinstance(started, str) else None
+
+
+def _from_raw(read: TrialRead, raw: bytes) -> None:
+    m = _REWARD_RE.search(raw)
+    if m and m.group(1) != b"null":
+        try:
+            read.reward = _finite(float(m.group(1)))
+        except ValueError:
+            pass
+    m = _EXC_TYPE_RE.search(raw)
+    read.exception = m.group(1).decode() if m else None
+    m = _EPISODES_RE.search(raw)
+    read.turns = _finite(float(m.group(1))) if m else None
+    m = _STOP_REASON_RE.search(raw)
+    read.stop_reason = m.group(1).decode("utf-8", "replace") if m else None
+
+
+def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRead:
+    """One trial directory ``root/dir_name`` (bytes paths: no decoding per file)."""
+    base = root + b"/" + dir_name + b"/"
+    name = os.fsdecode(dir_name)
+    found = _read_result(base + b"result.json")
+    if found is None:
+        return TrialRead(name=name, completed=False, started_at=_config_time(base + b"config.json"))
+    obj, raw, problem = found
     read = TrialRead(name=name, completed=True, problem=problem)
     if obj is not None:
-        reward = _dig(obj, "verifier_result", "rewards", "reward")
-        if reward is None:
-            reward = _dig(obj, "result", "reward") if isinstance(obj.get("result"), dict) else obj.get("reward")
-        read.reward = float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None
-        exc = _dig(obj, "exception_info", "exception_type") or _dig(obj, "result", "error_type") or None
-        read.exception = str(exc) if exc else None
-        turns = _dig(obj, "agent_result", "metadata", "n_episodes")
-        read.turns = float(turns) if isinstance(turns, (int, float)) else None
-        for phase in PHASES:
-            d = _duration(obj.get(phase))
-            if d is not None:
-                read.phases[phase] = d
-        read.started_at = parse_iso(obj.get("started_at"))
+        _from_result(read, obj)
     elif raw is not None:
-        m = _REWARD_RE.search(raw)
-        if m and m.group(1) != b"null":
-            try:
-                read.reward = float(m.group(1))
-            except ValueError:
-                pass
-        m = _EXC_TYPE_RE.search(raw)
-        read.exception = m.group(1).decode() if m else None
-        m = _EPISODES_RE.search(raw)
-        read.turns = float(m.group(1)) if m else None
-    exc_txt = trial_dir / "exception.txt"
-    if exc_txt.exists() and (read.exception is None or read.exception in ("RuntimeError", "Exception")):
+        _from_raw(read, raw)
+    exc_txt = base + b"exception.txt"
+    if read.exception is None or read.exception in GENERIC_EXCEPTIONS:
         try:
-            with open(exc_txt, "rb") as handle:
-                head = handle.read(EXCEPTION_HEAD_BYTES).decode("utf-8", "replace")
+            head_bytes = _read_file(exc_txt, EXCEPTION_HEAD_BYTES)
         except OSError:
-            head = ""
-        named = None
-        for needle, alias in aliases.items():
-            if needle in head:
-                named = alias
-                break
-        if named is None:
-            names = _EXC_NAME_RE.findall(head)
-            named = names[-1] if names else None
-        if named:
-            read.exception = named
-            read.exception_source = f"{name}/exception.txt"
-    elif read.exception and exc_txt.exists():
+            head_bytes = b""          # present but unreadable
+        if head_bytes is not None:
+            head = head_bytes.decode("utf-8", "replace")
+            named = None
+            for needle, alias in aliases.items():
+                if needle in head:
+                    named = alias
+                    break
+            if named is None:
+                names = _EXC_NAME_RE.findall(head)
+                named = names[-1] if names else None
+            if named:
+                read.exception = named
+                read.exception_source = f"{name}/exception.txt"
+    elif _exists(exc_txt):
         read.exception_source = f"{name}/exception.txt"
     return read
 
 
-def _config_time(trial_dir: Path) -> float | None:
+def _config_time(path: bytes) -> float | None:
     try:
-        return (trial_dir / "config.json").stat().st_mtime if (trial_dir / "config.json").exists() else None
-    except OSError:
+        return os.stat(path).st_mtime
+    except (OSError, ValueError):
         return None
 
 
@@ -247,11 +456,18 @@ def coherence_problem(text: str) -> str | None:
 
 def agent_output(trial_dir: Path) -> tuple[str | None, str | None]:
     """(joined agent messages, relative source) from the ATIF trajectory, if readable."""
-    path = trial_dir / "agent" / "trajectory.json"
     try:
-        if not path.exists() or path.stat().st_size > TRAJECTORY_MAX_BYTES:
+        opened = _open_file(os.fsencode(trial_dir / "agent" / "trajectory.json"))
+        if opened is None:
             return None, None
-        obj = json.loads(path.read_bytes())
+        fd, size = opened
+        try:
+            data = _read_fd(fd, size + 1, TRAJECTORY_MAX_BYTES + 1) if size <= TRAJECTORY_MAX_BYTES else b""
+        finally:
+            os.close(fd)
+        if not data or len(data) > TRAJECTORY_MAX_BYTES:
+            return None, None
+        obj = loads_json(data)
     except (OSError, ValueError):
         return None, None
     steps = obj.get("steps") if isinstance(obj, dict) else None
@@ -271,163 +487,408 @@ def agent_output(trial_dir: Path) -> tuple[str | None, str | None]:
     return "\n".join(parts), f"{trial_dir.name}/agent/trajectory.json"
 
 
-def trial_dirs(trace_root: Path) -> list[Path]:
-    """Trial directories directly under ``trace_jobs/`` (sorted by name)."""
-    try:
-        with os.scandir(trace_root) as it:
-            return sorted((Path(e.path) for e in it if e.is_dir(follow_symlinks=False)), key=lambda p: p.name)
-    except OSError:
-        return []
+# ---------------------------------------------------------------- aggregation
+def _add_exact(partials: list[float], x: float) -> None:
+    """Add ``x`` to ``partials``, a list of non-overlapping floats whose exact sum is the running
+    total (Shewchuk), so ``math.fsum(partials)`` equals ``math.fsum`` of every value added, in any
+    order: the mean is exactly ``statistics.fmean`` of the values."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
 
 
-PROCESS_MIN_TRIALS = 1000
-"""Below this many trial directories they are read in this process."""
-PROCESS_CHUNK = 256
+MAX_PROBLEMS = 5
 
 
-def _read_chunk(job: tuple[list[Path], dict[str, str]]) -> list[TrialRead]:
-    dirs, aliases = job
-    return [read_trial(d, aliases) for d in dirs]
+@dataclass
+class TrialTally:
+    """Running aggregates of the trials one reader has read; ``merge`` combines readers.
 
-
-def _read_trials(dirs: list[Path], aliases: dict[str, str], workers: int):
-    """``read_trial`` of every directory, in order.
-
-    Many small files are read by up to ``workers`` forked processes (one per CPU): measured on
-    2 cores with 20,000 trials, threads were 2.5x slower than one thread (the per-file work is
-    short syscalls plus JSON parsing under the GIL) and two processes 1.5-2x faster. Without
-    fork (macOS/Windows) or with one CPU, or if a worker dies, the rest is read here.
+    Nothing here depends on the order trials are read in: examples and problems are the ones of
+    the smallest trial names, the sample is the newest ``sample_size`` by (start, name), and the
+    rewards and durations of each chunk of the listing are kept apart (``seal``) to be joined in
+    listing order, whichever reader read which chunk.
     """
-    procs = min(workers, os.cpu_count() or 1)
-    chunks = [dirs[i:i + PROCESS_CHUNK] for i in range(0, len(dirs), PROCESS_CHUNK)]
-    done = 0
-    if procs > 1 and len(dirs) >= PROCESS_MIN_TRIALS and sys.platform.startswith("linux"):
-        try:
-            with ProcessPoolExecutor(max_workers=procs, mp_context=multiprocessing.get_context("fork")) as pool:
-                for reads in pool.map(_read_chunk, [(c, aliases) for c in chunks]):
-                    yield from reads
-                    done += 1
-        except (BrokenProcessPool, OSError):
-            pass
-    for chunk in chunks[done:]:
-        for d in chunk:
-            yield read_trial(d, aliases)
+    since: float | None
+    sample_size: int
+    started: int = 0
+    completed: int = 0
+    unreadable: int = 0
+    prior_generation: int = 0
+    first_started_at: float | None = None
+    last_started_at: float | None = None
+    last_recorded_start: float | None = None
+    rewards: array = field(default_factory=lambda: array("d"))
+    """rewards of the chunk being read (then sealed)"""
+    turns_count: int = 0
+    turns_partials: list[float] = field(default_factory=list)
+    exceptions: Counter = field(default_factory=Counter)
+    first_exception: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """exception type -> (smallest trial name with it, its evidence source)"""
+    stop_reasons: Counter = field(default_factory=Counter)
+    """(stop-reason field value or None, exception type or None) -> finished trials"""
+    first_stop_reason: dict[tuple, str] = field(default_factory=dict)
+    """stop-reason key -> smallest trial name with it"""
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    """(trial name, problem) of the MAX_PROBLEMS smallest names"""
+    phases: dict[str, array] = field(default_factory=lambda: {p: array("d") for p in PHASES})
+    """durations of the chunk being read (then sealed)"""
+    sealed: list[tuple[int, array, dict[str, array]]] = field(default_factory=list)
+    """(chunk number, its rewards, its durations)"""
+    newest: list[tuple[float, str]] = field(default_factory=list)
+    """min-heap of the ``sample_size`` newest completed trials, (start or -inf, name)"""
 
-
-def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int,
-                     workers: int = 4, since: float | None = None) -> TrialSummary:
-    """Summarize trials; those started before ``since`` (an earlier attempt's generation) are
-    only counted in ``prior_generation``, never mixed into the current attempt's statistics."""
-    summary = TrialSummary()
-    dirs = trial_dirs(trace_root)
-    completed_names: list[tuple[float, str]] = []
-    for read in _read_trials(dirs, aliases, workers):
-        if since is not None and read.started_at is not None and read.started_at < since:
-            summary.prior_generation += 1
-            continue
-        summary.started += 1
-        if read.started_at is not None:
-            if summary.first_started_at is None or read.started_at < summary.first_started_at:
-                summary.first_started_at = read.started_at
-            if summary.last_started_at is None or read.started_at > summary.last_started_at:
-                summary.last_started_at = read.started_at
+    def add(self, read: TrialRead) -> None:
+        start = read.started_at
+        if self.since is not None and start is not None and start < self.since:
+            self.prior_generation += 1
+            return
+        self.started += 1
+        if start is not None:
+            if self.first_started_at is None or start < self.first_started_at:
+                self.first_started_at = start
+            if self.last_started_at is None or start > self.last_started_at:
+                self.last_started_at = start
         if not read.completed:
-            continue
-        if read.started_at is not None and (summary.last_recorded_start is None or read.started_at > summary.last_recorded_start):
-            summary.last_recorded_start = read.started_at
-        summary.completed += 1
+            return
+        if start is not None and (self.last_recorded_start is None or start > self.last_recorded_start):
+            self.last_recorded_start = start
+        self.completed += 1
         if read.problem and read.reward is None and read.exception is None:
-            summary.unreadable += 1
-            if len(summary.problems) < 5:
-                summary.problems.append(f"trace_jobs/{read.name}/result.json: {read.problem}")
-            continue
+            self.unreadable += 1
+            self._note_problem(read.name, f"trace_jobs/{read.name}/result.json: {read.problem}")
+            return
         if read.reward is not None:
-            summary.rewards.append(read.reward)
+            self.rewards.append(read.reward)
         if read.exception:
-            summary.exceptions[read.exception] += 1
-            summary.exception_example.setdefault(read.exception, read.exception_source or f"{read.name}/result.json")
+            self.exceptions[read.exception] += 1
+            self._note_exception(read.exception, read.name, read.exception_source or f"{read.name}/result.json")
+        stop_key = (read.stop_reason, read.exception)
+        self.stop_reasons[stop_key] += 1
+        self._note_stop_reason(stop_key, read.name)
         if read.turns is not None:
-            summary.turns.append(read.turns)
+            self.turns_count += 1
+            _add_exact(self.turns_partials, read.turns)
         for phase, value in read.phases.items():
-            summary.phases[phase].append(value)
-        completed_names.append((read.started_at if read.started_at is not None else float("-inf"), read.name))
-    if completed_names and sample_size > 0:
-        # the newest completed trials (by start time, then name): the policy being served now
-        newest = [name for _, name in sorted(completed_names)[-sample_size:]]
-        for name in newest:
-            trial = trace_root / name
-            text, source = agent_output(trial)
-            if text is None:
-                continue
-            summary.coherence_sampled += 1
-            problem = coherence_problem(text)
-            snippet = " ".join(text.split())[:200]
-            if problem:
-                summary.incoherent += 1
-                if summary.incoherent_example is None:
-                    summary.incoherent_example = (source, f"{problem}: {snippet}")
-            elif summary.coherent_example is None:
-                summary.coherent_example = (source, snippet)
-    return summary
+            self.phases[phase].append(value)
+        self._note_newest((start if start is not None else float("-inf"), read.name))
+
+    def _note_problem(self, name: str, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS or name < self.problems[-1][0]:
+            self.problems.append((name, text))
+            self.problems.sort()
+            del self.problems[MAX_PROBLEMS:]
+
+    def _note_exception(self, exc: str, name: str, source: str) -> None:
+        known = self.first_exception.get(exc)
+        if known is None or name < known[0]:
+            self.first_exception[exc] = (name, source)
+
+    def _note_stop_reason(self, key: tuple, name: str) -> None:
+        known = self.first_stop_reason.get(key)
+        if known is None or name < known:
+            self.first_stop_reason[key] = name
+
+    def _note_newest(self, key: tuple[float, str]) -> None:
+        if self.sample_size <= 0:
+            return
+        if len(self.newest) < self.sample_size:
+            heapq.heappush(self.newest, key)
+        elif key > self.newest[0]:
+            heapq.heapreplace(self.newest, key)
+
+    def seal(self, chunk: int) -> None:
+        """The values added since the last seal belong to chunk number ``chunk`` of the listing."""
+        if self.rewards or any(self.phases.values()):
+            self.sealed.append((chunk, self.rewards, self.phases))
+            self.rewards = array("d")
+            self.phases = {p: array("d") for p in PHASES}
+
+    def joined_values(self) -> tuple[array, dict[str, array]]:
+        """Every reward and duration, in listing order (chunk by chunk; emptied as it goes)."""
+        self.seal(sys.maxsize)
+        self.sealed.sort(key=lambda part: part[0], reverse=True)
+        rewards, phases = array("d"), {p: array("d") for p in PHASES}
+        while self.sealed:
+            _, chunk_rewards, chunk_phases = self.sealed.pop()
+            rewards.extend(chunk_rewards)
+            for p, values in chunk_phases.items():
+                phases[p].extend(values)
+        return rewards, phases
+
+    def merge(self, other: TrialTally) -> None:
+        self.started += other.started
+        self.completed += other.completed
+        self.unreadable += other.unreadable
+        self.prior_generation += other.prior_generation
+        self.first_started_at = _pick(min, self.first_started_at, other.first_started_at)
+        self.last_started_at = _pick(max, self.last_started_at, other.last_started_at)
+        self.last_recorded_start = _pick(max, self.last_recorded_start, other.last_recorded_start)
+        other.seal(sys.maxsize)
+        self.sealed.extend(other.sealed)
+        self.turns_count += other.turns_count
+        for x in other.turns_partials:
+            _add_exact(self.turns_partials, x)
+        self.exceptions.update(other.exceptions)
+        for exc, (name, source) in other.first_exception.items():
+            self._note_exception(exc, name, source)
+        self.stop_reasons.update(other.stop_reasons)
+        for key, name in other.first_stop_reason.items():
+            self._note_stop_reason(key, name)
+        for name, text in other.problems:
+            self._note_problem(name, text)
+        for key in other.newest:
+            self._note_newest(key)
+
+    def newest_names(self) -> list[str]:
+        """The sampled trials, oldest first."""
+        return [name for _, name in sorted(self.newest)]
 
 
-# Rough costs on one core, only used to decide how to share the CPUs (never affects results).
-_TRIAL_COST_S = 80e-6          # reading + parsing one trial directory
-_LOG_COST_S_PER_BYTE = 2.2e-9  # scanning + routing one byte of log
+def _pick(fn, a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else fn(a, b)
 
 
-def _summarize_child(send, trace_root: Path, aliases: dict[str, str], sample_size: int, workers: int,
-                     since: float | None, log_bytes: int) -> None:
+@dataclass
+class TrialSummary:
+    """What the trial observer reads (``TrialTally`` in a canonical, order-free form)."""
+    started: int = 0
+    completed: int = 0
+    unreadable: int = 0
+    rewards: array = field(default_factory=lambda: array("d"))
+    """every reward read, in listing order"""
+    exceptions: Counter = field(default_factory=Counter)
+    """in the order of each type's first trial by name (ties of ``most_common`` break that way)"""
+    exception_example: dict[str, str] = field(default_factory=dict)
+    turns_count: int = 0
+    turns_mean: float | None = None
+    phases: dict[str, array] = field(default_factory=lambda: {p: array("d") for p in PHASES})
+    """every duration per phase, in listing order"""
+    problems: list[str] = field(default_factory=list)
+    first_started_at: float | None = None
+    last_started_at: float | None = None
+    last_recorded_start: float | None = None
+    """Newest ``started_at`` written in a result.json (never a file's mtime: deterministic)."""
+    coherence_sampled: int = 0
+    incoherent: int = 0
+    incoherent_example: tuple[str, str] | None = None
+    coherent_example: tuple[str, str] | None = None
+    prior_generation: int = 0
+    stop_reasons: Counter = field(default_factory=Counter)
+    """(stop-reason field value or None, exception type or None) -> finished trials."""
+    stop_reason_example: dict[tuple, str] = field(default_factory=dict)
+    """stop-reason key -> result.json of its smallest trial name"""
+
+    @classmethod
+    def from_tally(cls, t: TrialTally) -> TrialSummary:
+        order = sorted(t.first_exception, key=lambda exc: t.first_exception[exc][0])
+        rewards, phases = t.joined_values()
+        return cls(started=t.started, completed=t.completed, unreadable=t.unreadable, rewards=rewards,
+                   exceptions=Counter({exc: t.exceptions[exc] for exc in order}),
+                   exception_example={exc: t.first_exception[exc][1] for exc in order},
+                   turns_count=t.turns_count,
+                   turns_mean=math.fsum(t.turns_partials) / t.turns_count if t.turns_count else None,
+                   phases=phases,
+                   problems=[text for _, text in t.problems],
+                   first_started_at=t.first_started_at, last_started_at=t.last_started_at,
+                   last_recorded_start=t.last_recorded_start, prior_generation=t.prior_generation,
+                   stop_reasons=Counter(t.stop_reasons),
+                   stop_reason_example={key: f"{name}/result.json" for key, name in t.first_stop_reason.items()})
+
+
+def _score_coherence(summary: TrialSummary, trace_root: Path, names: list[str]) -> None:
+    for name in names:
+        text, source = agent_output(trace_root / name)
+        if text is None:
+            continue
+        summary.coherence_sampled += 1
+        problem = coherence_problem(text)
+        snippet = " ".join(text.split())[:200]
+        if problem:
+            summary.incoherent += 1
+            if summary.incoherent_example is None:
+                summary.incoherent_example = (source, f"{problem}: {snippet}")
+        elif summary.coherent_example is None:
+            summary.coherent_example = (source, snippet)
+
+
+# ---------------------------------------------------------------- readers
+PROCESS_MIN_TRIALS = 2000
+"""Below this many trial directories they are read in the calling process (a fork costs more)."""
+PROCESS_CHUNK = 256
+"""Trial directories per unit of work handed to a reader."""
+_MAX_CHUNKS = 8192
+"""Chunk numbers travel as 4-byte tokens through one pipe written before the fork (64 KiB)."""
+
+
+def list_trials(trace_root: Path) -> list[bytes]:
+    """Directory names directly under ``trace_jobs/`` (symlinks excluded), in listing order, packed
+    as NUL-joined chunks of PROCESS_CHUNK names (NUL never occurs in a file name)."""
+    chunks: list[bytes] = []
+    batch: list[bytes] = []
     try:
-        n = len(trial_dirs(trace_root))
-        if n * _TRIAL_COST_S < 1.5 * log_bytes * _LOG_COST_S_PER_BYTE:
-            workers = 1        # the parent is busy scanning logs on the other core
-        send.send(summarize_trials(trace_root, aliases, sample_size, workers=workers, since=since))
-    except BaseException:  # noqa: BLE001 - the parent recomputes in-process
+        with os.scandir(os.fsencode(trace_root)) as it:
+            for entry in it:
+                try:
+                    if not entry.is_dir(follow_symlinks=False):
+                        continue
+                except OSError:
+                    continue
+                batch.append(entry.name)
+                if len(batch) == PROCESS_CHUNK:
+                    chunks.append(b"\0".join(batch))
+                    batch = []
+    except OSError:
+        pass
+    if batch:
+        chunks.append(b"\0".join(batch))
+    if len(chunks) > _MAX_CHUNKS:
+        group = -(-len(chunks) // _MAX_CHUNKS)
+        chunks = [b"\0".join(chunks[i:i + group]) for i in range(0, len(chunks), group)]
+    return chunks
+
+
+def _chunk_size(chunks: list[bytes]) -> int:
+    return sum(c.count(b"\0") + 1 for c in chunks)
+
+
+def _read_claimed(root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
+                  tally: TrialTally) -> None:
+    """Read the chunks whose numbers this reader takes from the ``tokens`` pipe until it is empty.
+
+    The pipe holds every chunk number as 4 bytes, written before any reader started, with every
+    write end closed: a 4-byte read takes one whole number atomically, and EOF means all taken.
+    """
+    while True:
+        token = os.read(tokens, 4)
+        if len(token) < 4:
+            return
+        chunk = int.from_bytes(token, "little")
+        for dir_name in chunks[chunk].split(b"\0"):
+            tally.add(read_trial(root, dir_name, aliases))
+        tally.seal(chunk)
+
+
+def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
+                  since: float | None, sample_size: int) -> None:
+    try:
+        tally = TrialTally(since, sample_size)
+        _read_claimed(root, chunks, tokens, aliases, tally)
+        send.send(tally)
+    except BaseException:  # noqa: BLE001 - the parent re-reads everything in-process
         pass
     finally:
         send.close()
 
 
-class BackgroundSummary:
-    """``summarize_trials`` in a forked process while the caller scans the logs.
+def _may_fork() -> bool:
+    """Linux, and no other thread running (a forked child would inherit the locks they hold)."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
-    ``result()`` returns exactly what ``summarize_trials(trace_root, aliases, sample_size,
-    since=since)`` returns; without fork, with one CPU, or if the child fails, it computes it
-    in-process then.
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class BackgroundSummary:
+    """Trial summary read by forked processes while the caller scans the logs.
+
+    The trial directories are listed here, then one reader process per CPU but one is forked;
+    readers take chunks of directories from a shared queue. ``result()`` makes the caller a reader
+    too (it takes what is left once its log scan is done), merges the readers' tallies and scores
+    the coherence sample. It returns exactly what a sequential read returns; with fewer than
+    PROCESS_MIN_TRIALS directories, without fork, with one CPU, in a process running other threads,
+    or if a reader fails, it reads (again) in-process.
     """
 
     def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
-                 since: float | None = None, workers: int = 4, log_bytes: int = 0):
-        self._args = (trace_root, aliases, sample_size)
+                 since: float | None = None, workers: int = 4):
+        self._trace_root = trace_root
+        self._root = os.fsencode(trace_root)
+        self._aliases = aliases
+        self._sample_size = sample_size
         self._since = since
-        self._workers = workers
-        self._proc = None
-        self._recv = None
-        if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2:
+        self._chunks = list_trials(trace_root)
+        self._readers: list[tuple[Any, Any]] = []
+        self._tokens: int | None = None
+        procs = min(workers, _cpus())
+        if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
             return
+        read_end, write_end = os.pipe()
         try:
-            ctx = multiprocessing.get_context("fork")
-            self._recv, send = ctx.Pipe(duplex=False)
-            self._proc = ctx.Process(target=_summarize_child, name="rlhealth-trials",
-                                     args=(send, trace_root, aliases, sample_size, workers, since, log_bytes))
-            self._proc.start()
-            send.close()
-        except (OSError, ValueError):
-            self._proc = None
+            os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(self._chunks))))
+        finally:
+            os.close(write_end)
+        self._tokens = read_end
+        ctx = multiprocessing.get_context("fork")
+        gc.freeze()          # the readers never touch the caller's objects for garbage collection
+        try:
+            for _ in range(procs - 1):
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_reader_child, name="rlhealth-trials", daemon=True,
+                                   args=(send, self._root, self._chunks, read_end, aliases, since, sample_size))
+                proc.start()
+                send.close()
+                self._readers.append((proc, recv))
+        except (OSError, ValueError, AssertionError):   # AssertionError: a daemonic process has no children
+            pass
+        finally:
+            gc.unfreeze()
+
+    def _tally_in_process(self) -> TrialTally:
+        tally = TrialTally(self._since, self._sample_size)
+        for index, chunk in enumerate(self._chunks):
+            for dir_name in chunk.split(b"\0"):
+                tally.add(read_trial(self._root, dir_name, self._aliases))
+            tally.seal(index)
+        return tally
+
+    def _tally_shared(self) -> TrialTally | None:
+        """The caller's share of the queue merged with every reader's tally; None if one failed."""
+        tally: TrialTally | None = TrialTally(self._since, self._sample_size)
+        try:
+            _read_claimed(self._root, self._chunks, self._tokens, self._aliases, tally)
+        finally:
+            os.close(self._tokens)
+            self._tokens = None
+        for proc, recv in self._readers:
+            try:
+                part = recv.recv()
+            except (EOFError, OSError, ValueError, TypeError, AttributeError, ImportError):
+                part = None
+            finally:
+                recv.close()
+                proc.join()
+            if isinstance(part, TrialTally) and tally is not None:
+                tally.merge(part)
+            else:
+                tally = None
+        self._readers = []
+        return tally
 
     def result(self) -> TrialSummary:
-        if self._proc is not None:
-            summary = None
-            try:
-                summary = self._recv.recv()
-            except (EOFError, OSError, ValueError, TypeError, AttributeError, ImportError):
-                summary = None
-            finally:
-                self._recv.close()
-                self._proc.join()
-                self._proc = None
-            if isinstance(summary, TrialSummary):
-                return summary
-        trace_root, aliases, sample_size = self._args
-        return summarize_trials(trace_root, aliases, sample_size, workers=self._workers, since=self._since)
+        tally = self._tally_shared() if self._tokens is not None else None
+        if tally is None:
+            tally = self._tally_in_process()
+        summary = TrialSummary.from_tally(tally)
+        _score_coherence(summary, self._trace_root, tally.newest_names())
+        return summary
+
+
+def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int,
+                     workers: int = 4, since: float | None = None) -> TrialSummary:
+    """Summarize trials; those started before ``since`` (an earlier attempt's generation) are
+    only counted in ``prior_generation``, never mixed into the current attempt's statistics.
+    ``workers``: processes reading (1 = this process only)."""
+    return BackgroundSummary(trace_root, aliases, sample_size, since=since, workers=workers).result()

@@ -6,6 +6,7 @@ import re
 
 from rlhealth.facts import Evidence, JobMeasured
 from rlhealth.mode import classify_mode
+from rlhealth.observers import gpu_type
 from rlhealth.observers.base import Observation, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
@@ -15,29 +16,32 @@ from rlhealth.probes.textio import quote
 
 MODEL_PATH_RE = re.compile(r"(?:model_path|model\.path|--model|pretrain|model_name)[\"']?\s*[=: ]\s*[\"']?([A-Za-z0-9_./-]+)")
 PARAMS_RE = re.compile(r"(\d+(?:\.\d+)?)[Bb](?:-A(\d+(?:\.\d+)?)[Bb])?\b")
-GPU_RE = re.compile(r"\b(H100|H200|GH200|B200|GB200|A100)\b")
-GPU_NAMES = {"H100": "H100-80GB-SXM", "H200": "H200-141GB", "GH200": "GH200-96GB", "B200": "B200-180GB",
-             "GB200": "GB200-186GB", "A100": "A100-80GB"}
 INT_SETTING = "{key}[\"']?\\s*[=:]\\s*[\"']?(\\d+)"
 STATE_ALIASES = {"terminated": "killed", "worker failed": "worker_failed", "awaiting placement": "pending",
                  "completed": "succeeded", "timeout": "failed", "cancelled": "killed", "unknown": None}
 
 
-def config_text(read: BundleRead) -> tuple[str, str]:
-    """(launch configuration text, where it came from)."""
-    texts, sources = [], []
+def config_parts(read: BundleRead) -> list[tuple[str, str, str]]:
+    """The launch configuration as ``(text, where it came from, file)``: the capture's resolved
+    configuration, the manifest's entrypoint, else the task containers' command, args and env."""
+    parts = []
+    cap = read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else ""
     if read.job_info and read.job_info.get("resolved_config"):
-        texts.append(json.dumps(read.job_info["resolved_config"], sort_keys=True))
-        sources.append("capture job.json resolved_config")
+        parts.append((json.dumps(read.job_info["resolved_config"], sort_keys=True), "capture job.json resolved_config",
+                      f"{cap}/job.json"))
     job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
     if isinstance(job, dict) and job.get("entrypoint"):
-        texts.append(str(job["entrypoint"]))
-        sources.append("manifest.json job.entrypoint")
+        parts.append((str(job["entrypoint"]), "manifest.json job.entrypoint", "manifest.json"))
     pod_args = pod_launch_args(read)
-    if pod_args and not texts:
-        texts.append(pod_args)
-        sources.append("pods.json container command/args")
-    return "\n".join(texts), " + ".join(sources)
+    if pod_args and not parts:
+        parts.append((pod_args, "pods.json container command/args", f"{cap}/pods.json"))
+    return parts
+
+
+def config_text(read: BundleRead) -> tuple[str, str]:
+    """(launch configuration text, where it came from)."""
+    parts = config_parts(read)
+    return "\n".join(t for t, _, _ in parts), " + ".join(w for _, w, _ in parts)
 
 
 def launch_text(read: BundleRead) -> str:
@@ -111,7 +115,6 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
     mode, mode_source = _mode(read, source, mode_override)
     info = read.job_info or {}
     model = info.get("model") or {}
-    hardware = info.get("hardware") or {}
     placement = info.get("placement") or {}
     active_b, model_name, model_source = model.get("active_params_b"), model.get("name"), model.get("source")
     if active_b is None and text:
@@ -128,15 +131,7 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         if p:
             model_name, active_b = served, float(p.group(2) or p.group(1))
             model_source = f"vLLM engine init line {occ.source}:{occ.line}"
-    gpu, gpu_source = hardware.get("gpu"), ("capture job.json hardware.gpu" if hardware.get("gpu") else None)
-    if gpu is None and text:
-        g = GPU_RE.search(text)
-        if g:
-            gpu, gpu_source = GPU_NAMES.get(g.group(1)), source
-
-    if given is not None and getattr(given, "gpu", None) and gpu is None:
-        g = GPU_RE.search(given.gpu.upper())
-        gpu, gpu_source = (GPU_NAMES.get(g.group(1)) if g else given.gpu), "given (--gpu)"
+    gpu_fields = gpu_type.observe(obs, gpu_type.sightings(obs, config_parts(read), given))
     given_model = getattr(given, "model", None) if given is not None else None
     if given_model is not None and active_b is None:
         model_name, model_source = given_model.name, "given (--model)"
@@ -178,7 +173,7 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         has_manifest=read.manifest is not None, has_capture=read.capture_dir is not None, pods_listed=pods_listed,
         gpu_poll_rows=len(read.gpu_polls), stack_samples=len(read.stacks), log_files=len(read.log_files),
         mode=mode, mode_source=mode_source, model_name=model_name, model_source=model_source,
-        active_params_b=active_b, gpu=gpu, gpu_source=gpu_source, n_concurrent_trials=n_trials,
+        active_params_b=active_b, **gpu_fields, n_concurrent_trials=n_trials,
         max_num_seqs=setting("max_num_seqs"), num_inference_engines=setting("num_inference_engines"),
         enforce_eager=eager, enforce_eager_source=eager_source, current_attempt=current_attempt(obs))
     obs.add(fact)

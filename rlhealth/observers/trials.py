@@ -1,9 +1,11 @@
 """trials: the agentic trial summary from trace_jobs/ (current generation), and the duty cycle."""
 from __future__ import annotations
 
+import re
 import statistics
+from collections import Counter
 
-from rlhealth.facts import Evidence, TrialsMeasured
+from rlhealth.facts import Evidence, StopReasonsMeasured, TrialsMeasured
 from rlhealth.observers.base import Observation, median, quantile, summary
 from rlhealth.probes.textio import quote
 
@@ -41,13 +43,16 @@ def observe(obs: Observation) -> None:
         top_exception=top_exc, top_exception_count=top_n,
         top_exception_fraction=round(top_n / finished, 3) if finished else 0.0,
         top_exception_infra=top_exc in infra, infra_cause=remedy.get("cause"), infra_fix=remedy.get("fix"),
-        turns_mean=round(statistics.fmean(s.turns), 2) if s.turns else None,
+        turns_mean=round(s.turns_mean, 2) if s.turns_mean is not None else None,
         coherence_sampled=s.coherence_sampled, incoherent=s.incoherent,
         incoherent_fraction=round(s.incoherent / s.coherence_sampled, 3) if s.coherence_sampled else None,
         weight_reload_markers=read.weight_reload,
         unreadable_fraction=round(s.unreadable / s.completed, 3) if s.completed else 0.0,
         newest_trial_start_age_s=round(obs.evidence_time - s.last_recorded_start, 1)
         if s.last_recorded_start is not None else None))
+    stops = stop_reasons(s, catalog.trial_exceptions.get("stop_reasons") or {})
+    if stops is not None:
+        obs.add(stops)
     medians = {p: median(v) for p, v in s.phases.items() if v}
     if medians:
         total = sum(medians.values())
@@ -56,3 +61,41 @@ def observe(obs: Observation) -> None:
                           "median_s": {p: round(v, 1) for p, v in sorted(medians.items())},
                           "share": {p: round(v / total, 3) for p, v in sorted(medians.items())} if total else {},
                           "p90_environment_setup_s": round(quantile(setup, 0.9), 1) if setup else None}
+
+
+def normalized_stop_reason(value: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", value.strip().lower()).strip("_")
+
+
+def stop_reasons(s, vocabulary: dict) -> StopReasonsMeasured | None:
+    """The agent stop reasons over finished trials: each trial's stop-reason field, else its
+    exception type, mapped through rules/trial_exceptions.yaml ``stop_reasons``; counts, shares,
+    the top reason with its meaning and one example trial. None without a finished trial."""
+    aliases = {normalized_stop_reason(str(k)): str(v) for k, v in (vocabulary.get("aliases") or {}).items()}
+    counts: Counter = Counter()
+    examples: dict[str, tuple[str, str]] = {}
+    recorded = 0
+    for (field_value, exception), n in sorted(s.stop_reasons.items(), key=lambda kv: (kv[0][0] is None, str(kv[0][0]), str(kv[0][1]))):
+        if field_value:
+            recorded += n
+            raw, said = normalized_stop_reason(field_value), f'stop reason "{field_value}"'
+            reason = aliases.get(raw, raw)
+        elif exception:
+            raw, said = normalized_stop_reason(exception), f"exception_type {exception} (no stop-reason field)"
+            reason = aliases.get(raw, f"exception:{exception}")
+        else:
+            reason, said = "ended_without_exception", "no stop-reason field and no exception"
+        counts[reason] += n
+        examples.setdefault(reason, (s.stop_reason_example[(field_value, exception)], said))
+    total = sum(counts.values())
+    if not total:
+        return None
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    top, top_n = ranked[0]
+    meaning = (vocabulary.get("meaning") or {}).get(top) or {}
+    example_file, said = examples[top]
+    mix = ", ".join(f"{r} {n} ({round(100 * n / total)}%)" for r, n in ranked)
+    return StopReasonsMeasured(
+        fact_id="stop_reasons", finished=total, recorded=recorded, top=top, top_count=top_n,
+        top_fraction=round(top_n / total, 3), mix=mix, cause=meaning.get("cause"), fix=meaning.get("fix"),
+        evidence=(summary(f"trace_jobs/{example_file}", f"{said}: {top} ends {top_n}/{total} finished trials; {mix}"),))

@@ -91,7 +91,7 @@ class Bundle:
 
 AGENTIC_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
                                   "terminal_bench_config.trials_dir=s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen8b-tb/trace_jobs",
-                                  "generator.enforce_eager=false", "generator.num_inference_engines=4",
+                                  "generator.enforce_eager=false", "generator.num_inference_engines=2",
                                   "generator.max_num_seqs=128", "terminal_bench_config.n_concurrent_trials=256", "--gpu", "H100",
                                   "--max-retries", "1"]})
 STANDARD_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
@@ -138,10 +138,10 @@ def healthy_trials(b: Bundle, n: int = 24, start_min: float = 5, reward_every: i
 def baseline_healthy_agentic(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
     lines = training_log(12, fmt="wandb", stats_era="v1")
-    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 4 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
+    lines.insert(3, loguru(at(0.5), "TerminalBenchGenerator initialized with 2 engines. Concurrent trials: 256. Retry config: max_retries=2, backoff=2-30s.",
                            where="terminal_bench.terminal_bench_generator:__init__:77", actor="TerminalBenchGenerator pid=48213, ip=10.0.5.12"))
     b.lines("finelog.log", lines)
-    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e) for e in range(2)])
+    b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log", [vllm_stats(at(118), "v1", 2450.0, 52, 0, engine=e, pid=2871 + e) for e in range(2)])
     healthy_trials(b)
     return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
@@ -208,7 +208,7 @@ def baseline_benign_noise(b_root):
     b.lines("finelog.log", noise[:5] + lines + noise[5:])
     b.lines("pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0.log",
             ["(EngineCore_DP0 pid=413) INFO 08-01 14:04:00 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."]
-            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e) for e in range(2)])
+            + [vllm_stats(at(119), "v1-2026", 2450.0, 52, 0, engine=e, pid=2871 + e) for e in range(2)])
     healthy_trials(b)
     return dict(now=iso(at(135)), verdict="NO-KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
@@ -335,7 +335,7 @@ def throughput_starvation(b_root):
 
 @incident
 def enforce_eager_floor(b_root):
-    ep = starvation_ep(n_trials=64, seqs=128, engines=4, eager="true", model="Qwen/Qwen3-30B-A3B")
+    ep = starvation_ep(n_trials=64, seqs=128, engines=2, eager="true", model="Qwen/Qwen3-30B-A3B")
     b = Bundle(b_root, entrypoint=ep, synced=at(125))
     lines = ["(EngineCore_DP0 pid=2211) INFO 08-01 12:00:42 [vllm.py:500] Cudagraph is disabled under eager mode"]
     lines += training_log(12, stats_era="v1", engines=2, gen=62.0, running=48, waiting=0)
@@ -394,7 +394,7 @@ def pod(name, *, restarts=0, oom_last=False, waiting=None, phase="Running", oom_
             "status": {"phase": phase, "containerStatuses": [cs]}}
 
 
-def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=4, seqs=128, trials=256, mode=None):
+def job_json(gpu="H100-80GB-SXM", active=8.0, name="Qwen/Qwen3-8B", engines=2, seqs=128, trials=256, mode=None):
     return {"mode_hint": mode, "resolved_config": None,
             "model": {"name": name, "total_params_b": active, "active_params_b": active, "source": "config.json of the policy"},
             "hardware": {"gpu": gpu, "gpus_per_node": 8, "nodes": 2},
@@ -849,7 +849,7 @@ def colocated_deception_live(b_root):
               pods={"apiVersion": "v1", "kind": "PodList", "items": [pod("iris-alice-rl-qwen8b-tb-0-1a2b3c-0"),
                                                                       pod("iris-alice-rl-qwen8b-tb-1-9f8e7d-0")]},
               files={"pod_logs/iris-alice-rl-qwen8b-tb-1-9f8e7d-0.log": "\n".join(
-                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e) for k in range(5) for e in range(2)) + "\n"})
+                  vllm_stats(at(190 + k), "v1", 2010.0, 44, 0, engine=e, pid=2871 + e) for k in range(5) for e in range(2)) + "\n"})
     return dict(now=iso(at(202)), verdict="KILL", mode="agentic", terminal=False,
                 gates=dict(liveness="FAIL", resources="PASS", rollouts="PASS"), restarts=dict(burned=0, same_failure=False),
                 fired=["liveness.wedge_live_policy_idle", "liveness.colocated_deception"],
@@ -1502,6 +1502,309 @@ def flight_recorder_desync(b_root):
                 fired=["liveness.wedge_live_flight_recorder", "job.live_evidence_flight_recorder"], evidence=[],
                 finding_contains=dict(liveness="never reached it"),
                 description="A frozen trainer whose flight-recorder dump shows ranks 0-2 in all_reduce seq 4711 and rank 3 behind.")
+
+
+
+# ----------------------------------------------------------------------------------------------- engines present (issue 14 item 6)
+def engines_ep(n: int) -> str:
+    """The agentic launch with ``n`` configured inference engines."""
+    return AGENTIC_EP.replace('"generator.num_inference_engines=2"', f'"generator.num_inference_engines={n}"')
+
+
+def engines_job_json(n: int) -> dict:
+    """A probe's job.json whose resolved configuration configures ``n`` engines (one key a line)."""
+    info = job_json(engines=n)
+    info["resolved_config"] = {"generator": {"enforce_eager": False, "max_num_seqs": 128, "num_inference_engines": n},
+                               "terminal_bench_config": {"n_concurrent_trials": 256,
+                                                         "trials_dir": "s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen8b-tb/trace_jobs"},
+                               "trainer": {"policy": {"model": {"path": "Qwen/Qwen3-8B"}}}}
+    return info
+
+
+def engine_pods(ips: dict[str, str]) -> dict:
+    items = []
+    for name, ip in ips.items():
+        p = pod(name)
+        p["status"]["podIP"] = ip
+        items.append(p)
+    return {"items": items}
+
+
+@incident
+def engine_missing(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=3))
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              job=engines_job_json(4),
+              pods=engine_pods({"iris-alice-rl-qwen8b-tb-0-1a2b3c-0": "10.1.2.2", "iris-alice-rl-qwen8b-tb-1-9f8e7d-0": "10.1.2.3"}))
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_missing", "verdict.kill_hard_failure"],
+                finding_contains=dict(resources="3 of 4 configured engine(s) print stats"),
+                evidence=[dict(gate="resources", contains='"num_inference_engines": 4')],
+                description="num_inference_engines=4 in the resolved configuration, but only three engines print stats through 12 steps: "
+                            "one configured engine never came up (RESOURCES FAIL quoting the configuration line, naming the engines seen).")
+
+
+@incident
+def engine_silent(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    silent_after = {at((s - 1) * 10 + 3).strftime("%m-%d %H:%M:%S") for s in range(6, 13)}
+    lines = [line for line in training_log(12, stats_era="v1", engines=4)
+             if not ("pid=2874," in line and any(stamp in line for stamp in silent_after))]
+    b.lines("finelog.log", lines)
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_silent", "verdict.kill_hard_failure"],
+                finding_contains=dict(resources="engine AsyncVLLMInferenceEngine pid=2874, ip=10.1.2.3 silent"),
+                evidence=[dict(gate="resources", contains="(AsyncVLLMInferenceEngine pid=2874, ip=10.1.2.3) INFO 08-01 12:43:00")],
+                description="Four engines configured and present; engine pid 2874 prints its last stats line at step 5 while the other "
+                            "three keep generating through step 12 (RESOURCES FAIL quoting that engine's last line).")
+
+
+@incident
+def engine_logs_not_captured(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_logs_not_captured", "verdict.error"],
+                finding_contains=dict(resources="the engines' logs were not captured"),
+                evidence=[dict(gate="resources", contains="generator.num_inference_engines=4")],
+                description="12 steps with four engines configured, but no log read holds a vLLM stats line (the engine actors' "
+                            "output was not forwarded to the finelog and no Ray/vLLM logs were synced): ERROR naming what is missing.")
+
+
+@incident
+def engines_present_across_files(b_root):
+    """Four engines: two actors local to the driver pod (Ray prefixes them without an ip) and two on the
+    worker pod (prefix with ip). The finelog holds all four; the driver pod's log repeats the local
+    ones; the worker pod's Ray worker files hold the remote ones without any prefix."""
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    driver, worker = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0", "iris-alice-rl-qwen8b-tb-1-9f8e7d-0"
+    lines = training_log(12, stats_era="v1", engines=0)
+    stats_by_engine = {pid: [] for pid in (3101, 3102, 2871, 2872)}
+    for s in range(1, 13):
+        t = at((s - 1) * 10 + 3)
+        for pid in (3101, 3102):
+            stats_by_engine[pid].append(vllm_stats(t, "v1", 2290.0, 46, 0, pid=pid).replace(", ip=10.1.2.3", ""))
+        for pid in (2871, 2872):
+            stats_by_engine[pid].append(vllm_stats(t, "v1", 2330.0, 50, 0, pid=pid, ip="10.1.2.4"))
+    merged = []
+    for line in lines:
+        merged.append(line)
+        if "Started: 'generate'" in line:
+            step = sum(1 for m in merged if "Started: 'generate'" in m)
+            merged += [stats_by_engine[pid][step - 1] for pid in (3101, 3102, 2871, 2872)]
+    b.lines("finelog.log", merged)
+    b.lines(f"pod_logs/{driver}.log", [stats_by_engine[pid][k] for k in range(8, 12) for pid in (3101, 3102)])
+    for pid, wid in ((2871, "3f9a0c11"), (2872, "8be1d402")):
+        b.lines(f"ray_vllm_logs/{worker}/worker-{wid}-01000000-{pid}.out", [line.split(") ", 1)[1] for line in stats_by_engine[pid]])
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              pods=engine_pods({driver: "10.1.2.3", worker: "10.1.2.4"}))
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_generating", "verdict.no_kill"],
+                finding_contains=dict(resources="4 engine(s) generating"),
+                evidence=[],
+                description="Healthy: four configured engines, each seen in two files (finelog + driver pod log, or finelog + "
+                            "the worker pod's Ray worker file); one identity per engine, so four engines, not eight.")
+
+
+@incident
+def engines_bring_up_young(b_root):
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(20))
+    b.lines("finelog.log", [
+        loguru(at(0.5), "[rl-iris] MarinSkyRL now at 2bb70a88c1", where="cloud.iris.training_driver:main:88"),
+        loguru(at(2), "Ray nodes alive: 2/2", where="cloud.iris.training_driver:main:120"),
+        "(AsyncVLLMInferenceEngine pid=2871, ip=10.1.2.3) INFO 08-01 12:04:10 [core.py:93] Initializing a V1 LLM engine (v0.11.0) with "
+        "config: model='Qwen/Qwen3-8B', speculative_config=None, tokenizer='Qwen/Qwen3-8B', enforce_eager=False",
+        loguru(at(9), "Resumed training from global_step 0"),
+        phase(at(10), "Started", "step")])
+    return dict(now=iso(at(22)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), confidence="medium",
+                fired=["liveness.bring_up", "resources.engines_bring_up", "confidence.no_kill_young"],
+                finding_contains=dict(resources="bring-up: 0 of 4 configured engine(s) reporting stats so far"),
+                evidence=[],
+                description="20 minutes into bring-up: four engines configured, none printing stats yet (weights loading); "
+                            "a young run is not missing engines.")
+
+
+@incident
+def engines_missing_ray_logs_unsynced(b_root):
+    """Two of four engines print stats in the driver pod's log; the worker pod's Ray/vLLM logs, where
+    the other two log, failed to sync: their absence is missing evidence, not a missing engine."""
+    driver = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0"
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines",
+                                             "errors": [{"artifact": "ray_vllm_logs",
+                                                         "error": "iris-alice-rl-qwen8b-tb-1-9f8e7d-0: tar stream failed: "
+                                                                  "context deadline exceeded"}]}})
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    b.lines(f"pod_logs/{driver}.log", [vllm_stats(at((s - 1) * 10 + 3), "v1", 2290.0, 46, 0, pid=pid).replace(", ip=10.1.2.3", "")
+                                       for s in range(1, 13) for pid in (3101, 3102)])
+    healthy_trials(b)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="ERROR", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_missing_logs_incomplete", "verdict.error"],
+                finding_contains=dict(resources="2 of 4 configured engine(s) reporting stats"),
+                evidence=[dict(gate="resources", contains="generator.num_inference_engines=4")],
+                description="Two of four configured engines seen; the Ray/vLLM logs of the worker pod failed to sync, so the "
+                            "other two cannot be judged missing: RESOURCES ERROR naming the failed sync.")
+
+
+# ----------------------------------------------------------------------- GPU type and agent stop reasons (issue 14)
+def gpu_pod(node_selector: dict | None = None) -> dict:
+    """A task pod of the standard job, optionally pinned to a GPU product by its nodeSelector."""
+    p = pod("iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0")
+    p["metadata"]["labels"] = {"iris.job_id": "alice.rl-qwen8b-gsm8k"}
+    if node_selector:
+        p["spec"]["nodeSelector"] = node_selector
+    return p
+
+
+def gpu_evidence_run(b_root, gen: float, *, selector: dict | None = None, inventory: str | None = None):
+    """A standard run whose launch names no GPU; the GPU type comes only from the capture's
+    node labels (pods.json nodeSelector) and/or the raw nvidia-smi inventory."""
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=UNKNOWN_GPU_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15, gen=gen))
+    files = {"raw/exec/iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0/nvidia-smi.inventory.csv": inventory} if inventory else {}
+    b.capture(at(156), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []},
+              pods={"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [gpu_pod(selector)]}, files=files)
+    return b
+
+
+def inventory_csv(name: str, n: int = 8) -> str:
+    return "".join(f"{i}, GPU-{i:08x}-aaaa-bbbb-cccc-0123456789ab, {name}\n" for i in range(n))
+
+
+@incident
+def gpu_from_node_labels_floored(b_root):
+    gpu_evidence_run(b_root, 600.0, selector={"nvidia.com/gpu.product": "NVIDIA-H200"})
+    return dict(now=iso(at(160)), verdict="KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_floor"],
+                finding_contains=dict(resources="dense_7_8b on H200-141GB"),
+                evidence=[dict(gate="resources", contains="Avg generation throughput: 600.0 tokens/s")],
+                description="The GPU type is only in the pods' node label (nvidia.com/gpu.product=NVIDIA-H200): 600 tok/s per "
+                            "engine is below the H200 floor (~716), though it would clear the unknown-GPU floor (~232).")
+
+
+@incident
+def gpu_from_nvidia_smi_log(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=UNKNOWN_GPU_EP, synced=at(155))
+    b.lines("finelog.log", training_log(15))
+    b.lines("pod_logs/iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0.log", [
+        "+-----------------------------------------------------------------------------------------+",
+        "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |",
+        "|-----------------------------------------+------------------------+----------------------+",
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "|=========================================+========================+======================|",
+        "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |",
+        "| N/A   31C    P0             70W /  700W |       1MiB /  81559MiB |      0%      Default |",
+        "|   1  NVIDIA H100 80GB HBM3          On  |   00000000:2A:00.0 Off |                    0 |"])
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_ok"],
+                any_finding_contains=dict(resources="dense_7_8b on H100-80GB-SXM"), evidence=[],
+                description="The GPU type is only in nvidia-smi's table printed into a pod log (NVIDIA H100 80GB HBM3): "
+                            "throughput judged against the H100 row, no assumption.")
+
+
+@incident
+def gpu_sources_disagree_floor(b_root):
+    gpu_evidence_run(b_root, 420.0, selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                     inventory=inventory_csv("NVIDIA A100-SXM4-80GB"))
+    return dict(now=iso(at(160)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.gpu_type_disagreement"],
+                finding_contains=dict(resources="GPU sources disagree"), evidence=[],
+                description="nvidia-smi says A100-SXM4-80GB, the node label says H100: 420 tok/s clears the A100 floor "
+                            "(~304) but not the H100 floor (500), so the gate depends on which is right: ERROR.")
+
+
+@incident
+def gpu_sources_disagree_healthy(b_root):
+    gpu_evidence_run(b_root, 2310.7, selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                     inventory=inventory_csv("NVIDIA A100-SXM4-80GB"))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.throughput_ok"],
+                any_finding_contains=dict(resources="GPU sources disagree"), evidence=[],
+                description="The same disagreement with 2310 tok/s per engine: above the floor on either GPU, "
+                            "so it does not change the gate; it is stated.")
+
+
+
+def stop_trial(b: Bundle, name: str, reward: float, start, *, stop_reason: str | None, exception: str | None = None,
+               turns: int = 12):
+    """A finished trial whose agent metadata records why the agent stopped (``stop_reason``; None: no field)."""
+    b.trial(name, reward, start, exception=exception, turns=turns, agent=[COHERENT, COHERENT])
+    if stop_reason is not None:
+        doc = result_json(name, reward, start, exception, turns)
+        doc["agent_result"]["metadata"]["stop_reason"] = stop_reason
+        b.write(f"trace_jobs/{name}/result.json", json.dumps(doc, indent=2))
+
+
+@incident
+def agent_stop_reason_context_storm(b_root):
+    b = agentic_running(b_root)
+    for i in range(20):
+        start = at(5 + i * 4)
+        if i < 3:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 1.0 if i < 2 else 0.0, start, stop_reason="agent_finished")
+        elif i < 13:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 0.0, start, stop_reason="context_length_exceeded",
+                       exception="ContextLengthExceededError", turns=31)
+        else:
+            stop_trial(b, f"task-{i:03d}__S{i:06d}", 0.0, start, stop_reason=None, exception="ContextLengthExceededError",
+                       turns=29)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.abnormal_stop_reason", "trials.abnormal_stop_reason"],
+                finding_contains=dict(rollouts="context_length_exceeded ends 17/20 finished trials"),
+                evidence=[dict(gate="rollouts", contains="context_length_exceeded ends 17/20")],
+                description="A context-overflow storm: 17 of 20 finished trials stop at the context limit (10 say so in "
+                            "agent_result.metadata.stop_reason, 7 only by ContextLengthExceededError), 2 score: raise the context.")
+
+
+@incident
+def agent_stop_reasons_healthy_mix(b_root):
+    b = agentic_running(b_root)
+    reasons = ["agent_finished"] * 14 + ["max_turns"] * 5 + ["context_length_exceeded"] * 3 + ["timeout"] * 2
+    for i, reason in enumerate(reasons):
+        exception = {"context_length_exceeded": "ContextLengthExceededError", "timeout": "AgentTimeoutError"}.get(reason)
+        stop_trial(b, f"task-{i:03d}__M{i:06d}", 1.0 if reason == "agent_finished" and i % 2 == 0 else 0.0, at(5 + i * 4),
+                   stop_reason=reason, exception=exception, turns=40 if reason == "max_turns" else 11)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.learning"], evidence=[],
+                description="A healthy mix of stop reasons: agents finish 14 of 24 trials; max turns, context limit and "
+                            "timeouts end the rest (none near the dominant share): no stop-reason finding.")
+
+
+
+@incident
+def agent_stop_reason_max_turns(b_root):
+    b = agentic_running(b_root)
+    for i in range(16):
+        stop_trial(b, f"task-{i:03d}__X{i:06d}", 1.0 if i == 0 else 0.0, at(5 + i * 4),
+                   stop_reason="agent_finished" if i < 2 else "max_turns_reached", turns=8)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.abnormal_stop_reason"],
+                finding_contains=dict(rollouts="agent stop reason max_turns ends 14/16"),
+                description="14 of 16 finished trials stop at the agent's turn limit (stop_reason max_turns_reached, "
+                            "8 turns each): raise max turns or find why the agent never finishes.")
 
 
 def build(names=None, root: Path = HERE) -> list[str]:

@@ -109,6 +109,10 @@ class Incident:
     delete_after_first_list: list[str] = field(default_factory=list)
     # pod names that disappear when the first exec request (into any pod) arrives
     delete_on_first_exec: list[str] = field(default_factory=list)
+    # labels of the nodes the pods run on (every spec.nodeName is a node; an absent node is 404)
+    node_labels: dict[str, str] = field(default_factory=lambda: {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "gpu.nvidia.com/class": "H100_NVLINK_80GB",
+        "nvidia.com/gpu.count": "8"})
 
 
 @dataclass
@@ -321,6 +325,16 @@ class FakeApiServer:
     def find_pod(self, name: str) -> dict | None:
         return next((p for p in self.pods() if p["metadata"]["name"] == name), None)
 
+    def find_node(self, name: str) -> dict | None:
+        """A Node for every node a pod is scheduled on, labelled as the incident says."""
+        if not any((p.get("spec") or {}).get("nodeName") == name for p in self.pods()):
+            return None
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1",
+                             "labels": {"kubernetes.io/hostname": name, **self.incident.node_labels}},
+                "status": {"nodeInfo": {"kubeletVersion": "v1.30.0"},
+                           "capacity": {"nvidia.com/gpu": self.incident.node_labels.get("nvidia.com/gpu.count", "8")}}}
+
     def after_list(self) -> None:
         with self._lock:
             self._lists_served += 1
@@ -440,6 +454,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
         if path == "/api/v1":
             return self._json(200, _API_RESOURCES)
+        node = re.fullmatch(r"/api/v1/nodes/([^/]+)", path)
+        if node:
+            found = self.api.find_node(node.group(1))
+            if found is None:
+                return self._json(404, _status(404, "NotFound", f'nodes "{node.group(1)}" not found',
+                                               {"name": node.group(1), "kind": "nodes"}))
+            return self._json(200, found)
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/(pods|events)(?:/([^/]+))?(?:/(log|exec))?", path)
         if m and m.group(1) != ns:
             if m.group(2) in ("pods", "events") and not m.group(3):

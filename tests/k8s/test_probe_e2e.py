@@ -135,3 +135,29 @@ def test_probe_writes_an_html_report(serve, tmp_path):
     page = out.read_text()
     assert 'id="verdict"' in page and ">KILL<" in page and 'data-plot="gpus"' in page
     assert '<table id="history">' in page  # the probe's own history line is shown
+
+
+def test_node_labels_reach_the_gpu_type_and_a_disagreement_is_measured(serve, tmp_path):
+    """The nodes' GPU product label (read per node) is a GPU source of the diagnosis; here it names an
+    H200 while nvidia-smi in the pods names an H100: measured as a disagreement, judged on the slower."""
+    sc = scenarios.healthy()
+    sc.incident.node_labels = {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    code, report = probe_cli(serve, tmp_path, sc)
+    floor = [f["finding"] for f in report["gates"]["resources"]["findings"] if f["rule"] == "resources.throughput_ok"]
+    assert len(floor) == 1 and "GPU sources disagree" in floor[0], report["gates"]["resources"]["findings"]
+    assert "nodes.json:" in floor[0] and "names H200-141GB" in floor[0] and "names H100-80GB-SXM" in floor[0]
+    assert "judged against the slowest, H100-80GB-SXM" in floor[0]
+    assert report["verdict"] != "KILL" and code != 10
+
+
+def test_a_forbidden_node_read_is_listed_not_judged(serve, tmp_path):
+    """Reading nodes needs a cluster-scoped permission many users lack: the 403 is a listed problem,
+    not an ERROR of any gate, and the GPU type still comes from nvidia-smi."""
+    from fake_apiserver import Fault
+    sc = scenarios.healthy()
+    sc.incident.faults.append(Fault("GET", r"^/api/v1/nodes/", status=403))
+    code, report = probe_cli(serve, tmp_path, sc)
+    assert any("probe 'node:get' failed" in p["reason"] for p in report["problems"]), report["problems"]
+    assert report["gates"]["resources"]["status"] == "PASS" and report["verdict"] != "KILL"
+    floor = [f["finding"] for f in report["gates"]["resources"]["findings"] if f["rule"] == "resources.throughput_ok"]
+    assert len(floor) == 1 and "on H100-80GB-SXM;" in floor[0] and "disagree" not in floor[0], floor

@@ -13,11 +13,13 @@ from scenarios import JOB_ID, pod_name
 
 from rlhealth.probes.allowlist import check_command
 from rlhealth.probes.capture import CaptureManifest, ControllerState, GpuPoll, JobInfo
+from rlhealth.probes.parse import kubernetes as kparse
 
 pytestmark = pytest.mark.k8s
 
 READ_ONLY_PATH = re.compile(
-    r"^/api/v1/namespaces/iris/(pods|events)$|^/api/v1/namespaces/iris/pods/[a-z0-9.-]+(/log|/exec)?$")
+    r"^/api/v1/namespaces/iris/(pods|events)$|^/api/v1/namespaces/iris/pods/[a-z0-9.-]+(/log|/exec)?$"
+    r"|^/api/v1/nodes/[a-z0-9.-]+$")
 
 
 def load(cap, rel):
@@ -121,6 +123,14 @@ def test_healthy_capture(serve, run_probe, no_iris_cli):
 
     job = JobInfo.model_validate(load(cap, "job.json"))
     assert job.hardware and (job.hardware.gpu, job.hardware.gpus_per_node, job.hardware.nodes) == ("H100-80GB-SXM", 4, 2)
+
+    # the nodes of the newest generation's pods, one GET each; nodes.json keeps names and labels,
+    # derivable from raw/nodes/
+    node_names = sorted(p["spec"]["nodeName"] for p in load(cap, "pods.json")["items"] if p["metadata"]["name"].endswith("-1"))
+    assert [r.api for r in manifest.probes if r.name == "node:get"] == [f"GET /api/v1/nodes/{n}" for n in node_names]
+    nodes = load(cap, "nodes.json")
+    assert nodes == kparse.node_list((cap / "raw" / "nodes" / f"{n}.json").read_bytes() for n in node_names)
+    assert [n["metadata"]["labels"]["nvidia.com/gpu.product"] for n in nodes["items"]] == ["NVIDIA-H100-80GB-HBM3"] * 2
 
 
 def test_poll_spacing_follows_poll_interval(serve, run_probe, no_iris_cli):

@@ -37,6 +37,14 @@ def test_write_verbs_and_unlisted_commands_are_refused_before_sending(serve):
         api.read_namespaced_secret("iris-task-env", "iris", _request_timeout=5)
     with pytest.raises(RefusedRequest):  # no call without a timeout
         api.list_namespaced_pod("iris")
+    with pytest.raises(RefusedRequest):  # one node by name is readable; listing every node is not
+        api.list_node(_request_timeout=5)
+    with pytest.raises(RefusedRequest):  # nor a node's status subresource, nor any write to a node
+        api.read_node_status("gd92c01", _request_timeout=5)
+    with pytest.raises(RefusedRequest):
+        api.patch_node("gd92c01", {"spec": {"unschedulable": True}}, _request_timeout=5)
+    with pytest.raises(RefusedRequest):
+        api.delete_node("gd92c01", _request_timeout=5)
     for argv in (["kill", "-9", "1"], ["rm", "-rf", "/tmp/ray"], ["sh", "-c", "nvidia-smi"],
                  ["py-spy", "record", "--pid", "1"], ["nvidia-smi", "-r"],
                  # writes through exec: redirection, copies, tee, a cleared kernel log

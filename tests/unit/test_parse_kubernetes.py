@@ -115,7 +115,7 @@ def test_process_roles_from_the_packaged_table():
 
 def test_gpu_roles_join_apps_with_ps():
     inv = k.parse_gpu_inventory(INVENTORY)
-    assert inv[0] == {"gpu": 0, "uuid": "GPU-aaaa-0", "name": "NVIDIA H100 80GB HBM3"}
+    assert inv[0] == {"gpu": 0, "uuid": "GPU-aaaa-0", "name": "NVIDIA H100 80GB HBM3", "line": 1}
     from rlhealth.probes.parse.nvidia_smi import parse_compute_apps
     roles = k.gpu_roles(inv, parse_compute_apps(APPS), k.parse_ps(PS), table())
     assert roles[0] == ("policy", ["4001 ray::FSDPPolicyWorker.ppo_train"])
@@ -129,7 +129,7 @@ def test_gpu_names_with_commas_and_classes():
     assert k.gpu_class("NVIDIA H100 80GB HBM3") == "H100-80GB-SXM"
     assert k.gpu_class("NVIDIA H200") == "H200-141GB"
     assert k.gpu_class("NVIDIA GH200 480GB") == "GH200-96GB"
-    assert k.gpu_class("NVIDIA GB200") == "GB200"
+    assert k.gpu_class("NVIDIA GB200") == "GB200-186GB"
 
 
 LS = """total 1040
