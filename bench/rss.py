@@ -3,8 +3,10 @@
 A diagnosis is one process that forks readers (the trial reader and its pool of readers, see
 ``probes/parse/trials.py``). ``ru_maxrss`` from ``os.wait4`` is the maximum over the waited
 process *and every descendant it reaped* -- whichever of them was largest, not their sum and not
-necessarily the diagnosing process -- and a forked reader's RSS also counts the pages it still
-shares with its parent. So ``sample_tree`` polls ``/proc`` while the command runs and reports:
+necessarily the diagnosing process -- and it also holds the peak RSS of the process that spawned
+it (Linux records, at exec, the high-water mark of the image exec replaces: the spawner's, after
+fork or vfork), so a benchmark that generated a bundle in-process sees its own peak there. A
+forked reader's RSS also counts the pages it still shares with its parent. So ``sample_tree`` polls ``/proc`` while the command runs and reports:
 
 - ``main``: the diagnosing process itself: peak RSS (``VmHWM``, the kernel's own high-water mark,
   read by the process itself at exit: exact) and the ``RssAnon``/``RssFile`` split and ``Pss`` at

@@ -36,6 +36,24 @@ def test_the_process_and_its_readers_are_measured_apart(tmp_path):
     assert got["tree_peak_pss_mib"] >= 150, got                # both alive at once: 40 shared + 120 private
 
 
+def test_the_spawners_own_peak_is_not_the_diagnosis_peak(tmp_path):
+    """``ru_maxrss`` of a spawned child holds the spawner's peak RSS (Linux records the replaced
+    image's high-water mark at exec); the process's own peak, read by itself, does not. The
+    spawner here is a fresh interpreter that peaks at 300 MiB, frees it, then calls sample_tree."""
+    import subprocess
+
+    script = tmp_path / "prog.py"
+    script.write_text("import time\nx = bytearray(20 * 1024 * 1024)\ntime.sleep(0.05)\n")
+    spawner = (f"import sys, json; sys.path.insert(0, {str(Path(rss.__file__).parent)!r}); import rss\n"
+               "big = bytearray(300 * 1024 * 1024); del big\n"
+               f"print(json.dumps(rss.sample_tree([sys.executable, {str(script)!r}])))\n")
+    import json
+
+    got = json.loads(subprocess.run([sys.executable, "-c", spawner], capture_output=True, text=True, check=True).stdout)
+    assert got["exact"] and got["main_peak_rss_mib"] < 100, got
+    assert got["ru_maxrss_mib"] >= 300, got
+
+
 def test_fadvise_eviction_empties_the_page_cache_of_a_bundle(tmp_path):
     data = tmp_path / "bundle" / "pod_logs" / "p.log"
     data.parent.mkdir(parents=True)
