@@ -32,6 +32,7 @@ SYNCED_AT = datetime(2026, 8, 3, 12, 0, 0, 123456, tzinfo=timezone.utc)
 NOW = "2026-08-03T12:05:00Z"          # --now for the diagnosis: 5 minutes after the sync
 HOURS_PER_GIB = 24.0
 STEP_S = 180.0                        # one training step every 3 minutes
+RUNNING_S = 1300.0                    # trials started this close to the end are still running (a trial takes <= ~950 s)
 CHUNK_LINES = 4096
 TEMPLATES = 8
 STATS_SHARE = 0.01                    # vLLM stats lines: every 10 s per engine among ~100 lines/s of access/harbor logs
@@ -501,7 +502,7 @@ def generate_trials(root: Path, n: int, t_start: float, t_end: float, seed: int 
     alphabet = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
     tpl = _trial_templates(f"s3://marin-us-east-02a/tmp/ttl=14d/{JOB}/trace_jobs")
     big_rollout = json.dumps([{"logprobs": [round(-0.001 * k, 4) for k in range(60000)]} for _ in range(4)])
-    span = max(60.0, t_end - t_start - 1200)
+    span = max(60.0, t_end - t_start - 1200)     # starts from t_start + 900 s to t_end - 300 s
     total = 0
 
     def write(job):
@@ -526,7 +527,7 @@ def generate_trials(root: Path, n: int, t_start: float, t_end: float, seed: int 
 
             v = {"name": json.dumps(name), "taskpath": json.dumps(f"terminal-bench/{task}"), "jobid": json.dumps(f"{rng.getrandbits(128):032x}")}
             files = {"config.json": _fill(tpl["config"], v)}
-            if i >= n - max(1, n // 50):      # the newest 2 %: still running (config only)
+            if s > t_end - RUNNING_S or i == n - 1:    # started in the last ~20 minutes: still running (config only)
                 total += len(files["config.json"])
                 yield str(trace / name), files
                 continue
@@ -584,7 +585,7 @@ def generate(workdir: Path, tag: str, log_bytes: int, trials: int, seed: int = 1
     """Generate (or reuse, when the same parameters were generated before) one bundle."""
     root = bundle_dir(workdir, tag)
     stamp = workdir / tag / "generated.json"
-    params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 6}
+    params = {"log_bytes": log_bytes, "trials": trials, "seed": seed, "generator": 7}
     if hours is not None:
         params["hours"] = hours
     if stamp.exists():

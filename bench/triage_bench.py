@@ -54,11 +54,51 @@ def triage(root: Path, now: str, jobs: int | None) -> tuple[float, dict[str, str
     return wall, {r["path"]: r["verdict"] for r in json.loads(out)["jobs"]}
 
 
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def _spin(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x ^= i
+    return x
+
+
+def available_parallelism(workers: int = 2, seconds: float = 1.0) -> float:
+    """What a perfect pool of ``workers`` processes could gain right now: the wall time of a fixed
+    CPU-bound work done in one process over that of the same work split across ``workers`` forked
+    processes (2.0 on two idle cores; less when other work holds the CPUs)."""
+    import multiprocessing
+
+    n = 1_000_000
+    t0 = time.perf_counter()
+    _spin(n)
+    n = max(1, int(n * seconds / max(1e-3, time.perf_counter() - t0)))
+    t0 = time.perf_counter()
+    for _ in range(workers):
+        _spin(n)
+    one = time.perf_counter() - t0
+    ctx = multiprocessing.get_context("fork")
+    t0 = time.perf_counter()
+    procs = [ctx.Process(target=_spin, args=(n,)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    return one / (time.perf_counter() - t0)
+
+
 def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, jobs: int | None) -> dict:
+    load_before = _load()
+    from rlhealth.triage import usable_cores
+
     one_by_one(bundles, now), triage(root, now, jobs)  # warm-up: page cache, compiled bytecode
-    seq, par, single = [], [], []
+    seq, par, single, avail = [], [], [], []
     same = True
     for _ in range(runs):
+        avail.append(available_parallelism(jobs or usable_cores()))
         w, v1 = one_by_one(bundles, now)
         seq.append(w)
         w, v2 = triage(root, now, jobs)
@@ -71,10 +111,12 @@ def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, job
     row = {"corpus": name, "jobs": n, "one_by_one_s": s, "triage_s": p, "triage_one_worker_s": one,
            "one_by_one_jobs_per_min": 60 * n / s, "triage_jobs_per_min": 60 * n / p, "speedup": s / p,
            "pool_speedup": one / p, "same_verdicts": same, "one_by_one_all": seq, "triage_all": par,
-           "triage_one_worker_all": single}
+           "triage_one_worker_all": single, "load": f"{load_before} -> {_load()}",
+           "available_parallelism": statistics.median(avail), "available_parallelism_all": avail}
     print(f"[{name}] {n} jobs: one-by-one median {s:.2f}s ({row['one_by_one_jobs_per_min']:.0f} jobs/min), "
           f"triage median {p:.2f}s ({row['triage_jobs_per_min']:.0f} jobs/min), speedup {row['speedup']:.2f}x; "
-          f"triage --jobs 1 {one:.2f}s (pool speedup {row['pool_speedup']:.2f}x); same verdicts: {same}")
+          f"triage --jobs 1 {one:.2f}s (pool speedup {row['pool_speedup']:.2f}x; a perfect pool would get "
+          f"{row['available_parallelism']:.2f}x now); same verdicts: {same}")
     return row
 
 
@@ -96,6 +138,24 @@ def copies_root(workdir: Path, base: Path, copies: int) -> Path:
     return root
 
 
+def run_all(workdir: Path, log_gib: float, trials: int, copies: int, runs: int, jobs: int | None = None,
+            incidents: Path = REPO / "tests" / "incidents", incidents_now: str = "2026-08-01T15:30:00Z") -> list[dict]:
+    """Both corpora: the incident corpus, and ``copies`` copies of the generated bundle (0: skipped)."""
+    from rlhealth.triage import find_bundles, usable_cores
+
+    print(f"\ntriage workers: {jobs or usable_cores()} (usable cores: {usable_cores()}, CPUs: {os.cpu_count()})")
+    rows = []
+    if incidents.is_dir():
+        rows.append(measure("incidents", incidents, find_bundles(incidents), incidents_now, runs, jobs))
+    if copies:
+        import gen
+
+        base, _ = gen.generate(workdir, f"{log_gib:g}g-{trials}t", int(log_gib * gen.GIB), trials)
+        root = copies_root(workdir, base, copies)
+        rows.append(measure(f"{copies}x {log_gib:g} GiB/{trials} trials", root, find_bundles(root), gen.NOW, runs, jobs))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", type=Path, default=HERE / "out")
@@ -108,19 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, help="triage workers (default: triage's own, the usable cores)")
     ap.add_argument("--json", type=Path, help="write the results here as JSON")
     args = ap.parse_args(argv)
-    from rlhealth.triage import find_bundles, usable_cores
-
-    print(f"triage workers: {args.jobs or usable_cores()} (usable cores: {usable_cores()}, CPUs: {os.cpu_count()})")
-    rows = []
-    if args.incidents.is_dir():
-        rows.append(measure("incidents", args.incidents, find_bundles(args.incidents), args.incidents_now, args.runs, args.jobs))
-    if args.copies:
-        import gen
-
-        base, _ = gen.generate(args.workdir, f"{args.log_gib:g}g-{args.trials}t", int(args.log_gib * gen.GIB), args.trials)
-        root = copies_root(args.workdir, base, args.copies)
-        rows.append(measure(f"{args.copies}x {args.log_gib:g} GiB/{args.trials} trials", root, find_bundles(root),
-                            gen.NOW, args.runs, args.jobs))
+    rows = run_all(args.workdir, args.log_gib, args.trials, args.copies, args.runs, args.jobs, args.incidents,
+                   args.incidents_now)
     print("\n| corpus | jobs | one-by-one (s) | triage --jobs 1 (s) | triage (s) | one-by-one jobs/min | triage jobs/min "
           "| speedup vs one-by-one | pool speedup |")
     print("|---|---|---|---|---|---|---|---|---|")

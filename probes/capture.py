@@ -7,6 +7,7 @@ Every file is optional; the models below are the normalized shapes, and
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from datetime import datetime, timezone
@@ -29,12 +30,19 @@ def _value_sets() -> dict[str, list[str]]:
     return yaml.safe_load(resources.files("rlhealth.rules").joinpath("sets.yaml").read_text(encoding="utf-8"))
 
 
-def capture_probe_policy() -> dict:
-    """rules/capture_probes.yaml: which failed live probes and manifest artifact errors make which
-    gate ERROR, and the fix to name for each fault."""
+@functools.lru_cache(maxsize=1)
+def _capture_probes_file() -> dict:
     import yaml
     from importlib import resources
-    data = yaml.safe_load(resources.files("rlhealth.rules").joinpath("capture_probes.yaml").read_text(encoding="utf-8"))
+    text = resources.files("rlhealth.rules").joinpath("capture_probes.yaml").read_text(encoding="utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+
+
+def capture_probe_policy() -> dict:
+    """rules/capture_probes.yaml: which failed live probes and manifest artifact errors make which
+    gate ERROR, and the fix to name for each fault. The file is parsed once per process; every
+    call returns fresh containers (its entries are read-only)."""
+    data = _capture_probes_file()
     return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
             "artifacts": list(data.get("artifacts") or []), "fixes": dict(data.get("fixes") or {})}
 

@@ -8,6 +8,7 @@ the same ``diagnose`` a single run uses, so the verdicts are the same.
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -72,11 +73,56 @@ def _diagnose_one(path: str, now_iso: str, max_age_s: float) -> dict[str, Any]:
 
 
 def _warm() -> None:
-    """Load the catalog and compile the scanner once in the parent so forked workers inherit them."""
+    """Import the diagnosis, load the catalog and the per-process data files and compile the scanner
+    once in the parent, so forked workers inherit them instead of each paying for them."""
+    import rlhealth.diagnose  # noqa: F401 - the import is the warm-up
     from rlhealth.catalog import load_catalog
     from rlhealth.probes.bundle import scanner_for
+    from rlhealth.probes.capture import capture_probe_policy
 
     scanner_for(load_catalog())
+    capture_probe_policy()
+
+
+# Rough costs on one core, only used to order the work (never affects a row): a diagnosis' fixed
+# cost, that of a trace_jobs/ directory (its reader is a forked process), per byte of log outside
+# trace_jobs/, per trial directory.
+_JOB_COST_S = 0.03
+_TRACE_COST_S = 0.02
+_BYTE_COST_S = 2.5e-9
+_TRIAL_COST_S = 80e-6
+
+
+def estimated_cost(bundle: str) -> float:
+    """Seconds one diagnosis of ``bundle`` roughly takes: file sizes outside ``trace_jobs/`` (never
+    followed through symlinks) plus the number of trial directories (listed, not read)."""
+    size = trials = 0
+    cost = _JOB_COST_S
+    stack = [bundle]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if e.name == "trace_jobs" and os.path.dirname(e.path) == bundle:
+                        cost += _TRACE_COST_S
+                        trials += sum(1 for _ in os.scandir(e.path))
+                    else:
+                        stack.append(e.path)
+                elif e.is_file(follow_symlinks=False):
+                    size += e.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return cost + size * _BYTE_COST_S + trials * _TRIAL_COST_S
+
+
+def longest_first(bundles: list[str]) -> list[str]:
+    """The pool's submission order: the costliest bundles first, so no long job starts last and
+    leaves a core idle at the end (longest-processing-time scheduling); ties by path."""
+    return sorted(bundles, key=lambda b: (-estimated_cost(b), b))
 
 
 def triage(root: Path, *, now: datetime, max_age_s: float, workers: int | None = None, progress=None) -> list[dict[str, Any]]:
@@ -96,22 +142,31 @@ def triage(root: Path, *, now: datetime, max_age_s: float, workers: int | None =
 
         # fork shares the warmed catalog and scanner; a process with other threads running (the MCP
         # server's workers) must not fork, so it starts clean workers instead
-        if sys.platform.startswith("linux") and threading.active_count() == 1:
+        forked = sys.platform.startswith("linux") and threading.active_count() == 1
+        if forked:
             _warm()
+            # the warmed heap moves to the permanent generation: the workers' collections then
+            # never touch (and copy-on-write) the pages they share with the parent
+            gc.freeze()
             ctx = multiprocessing.get_context("fork")
         else:
             ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(_diagnose_one, b, now_iso, max_age_s): b for b in bundles}
-            for i, fut in enumerate(as_completed(futures), start=1):
-                b = futures[fut]
-                try:
-                    rows.append(fut.result())
-                except Exception as exc:  # noqa: BLE001 - a dead worker is an ERROR row, not a crash
-                    rows.append({"path": b, "job_id": None, "verdict": "ERROR", "confidence": "low", "gates": {},
-                                 "next_action_kind": "investigate", "error": f"worker failed: {type(exc).__name__}: {exc}"})
-                if progress is not None:
-                    progress.update(i, Path(b).name)
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                futures = {pool.submit(_diagnose_one, b, now_iso, max_age_s): b for b in longest_first(bundles)}
+                for i, fut in enumerate(as_completed(futures), start=1):
+                    b = futures[fut]
+                    try:
+                        rows.append(fut.result())
+                    except Exception as exc:  # noqa: BLE001 - a dead worker is an ERROR row, not a crash
+                        rows.append({"path": b, "job_id": None, "verdict": "ERROR", "confidence": "low", "gates": {},
+                                     "next_action_kind": "investigate",
+                                     "error": f"worker failed: {type(exc).__name__}: {exc}"})
+                    if progress is not None:
+                        progress.update(i, Path(b).name)
+        finally:
+            if forked:
+                gc.unfreeze()
     return sort_rows(rows)
 
 

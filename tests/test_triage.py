@@ -66,3 +66,24 @@ def test_an_empty_root_is_an_error_exit_and_no_progress_when_piped(tmp_path):
     out = run("triage", str(tmp_path))
     assert out.returncode == 20 and "no job bundle found" in out.stdout
     assert out.stderr == ""  # the progress bar is for terminals only
+
+
+def test_the_pool_submits_the_costliest_bundles_first(tmp_path):
+    from rlhealth.triage import estimated_cost, longest_first
+
+    small, logs, trials = (tmp_path / n for n in ("a-small", "b-logs", "c-trials"))
+    for b in (small, logs, trials):
+        b.mkdir()
+        (b / "manifest.json").write_text("{}")
+    (logs / "pod_logs").mkdir()
+    (logs / "pod_logs" / "p.log").write_bytes(b"x\n" * 4_000_000)      # 8 MB of log: ~0.02 s
+    for i in range(400):                                                 # 400 trials: ~0.03 s + the reader
+        (trials / "trace_jobs" / f"t{i}").mkdir(parents=True)
+    (trials / "trace_jobs" / "t0" / "result.json").write_text("{}")      # never read by the estimate
+    costs = {b.name: estimated_cost(str(b)) for b in (small, logs, trials)}
+    assert costs["a-small"] < costs["b-logs"] < costs["c-trials"], costs
+    assert longest_first([str(small), str(logs), str(trials)]) == [str(trials), str(logs), str(small)]
+    # equal estimates keep path order (deterministic submission)
+    twin = tmp_path / "a-twin"
+    shutil.copytree(small, twin)
+    assert longest_first([str(small), str(twin)]) == sorted([str(small), str(twin)])
