@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,12 +196,43 @@ def _catalog_patterns(catalog: Catalog) -> list[Pattern]:
 
 
 _SCANNERS: dict[int, Scanner] = {}
+_COMPILING: dict[int, tuple[threading.Thread, list]] = {}
+
+
+def prepare_scanner(catalog: Catalog) -> None:
+    """Start compiling the catalog's pattern database in a thread (hyperscan releases the GIL while
+    it compiles), so a command can import and load the rest meanwhile; ``scanner_for`` waits for it.
+    A failed compilation is raised by ``scanner_for``, in the caller's thread."""
+    key = id(catalog)
+    if key in _SCANNERS or key in _COMPILING:
+        return
+    box: list = []
+
+    def build() -> None:
+        try:
+            box.append(Scanner(_catalog_patterns(catalog)))
+        except BaseException as exc:     # handed to scanner_for
+            box.append(exc)
+
+    thread = threading.Thread(target=build, name="rlhealth-pattern-compile", daemon=True)
+    _COMPILING[key] = (thread, box)
+    thread.start()
 
 
 def scanner_for(catalog: Catalog) -> Scanner:
+    """The catalog's scanner; joins a compilation ``prepare_scanner`` started (so no thread of it
+    is left running when a reader forks)."""
     key = id(catalog)
     if key not in _SCANNERS:
-        _SCANNERS[key] = Scanner(_catalog_patterns(catalog))
+        pending = _COMPILING.pop(key, None)
+        if pending is not None:
+            pending[0].join()
+            if isinstance(pending[1][0], Scanner):
+                _SCANNERS[key] = pending[1][0]
+            else:
+                raise pending[1][0]
+        else:
+            _SCANNERS[key] = Scanner(_catalog_patterns(catalog))
     return _SCANNERS[key]
 
 
@@ -641,6 +673,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         _capture_gpu_names(read, chosen, catalog.sets.get("gpu_node_label_keys") or [])
     if read.manifest is None and read.capture is None and "manifest.json" not in [p.source for p in read.problems]:
         read.problems.append(ProblemNote(source="manifest.json", reason="no manifest.json and no rlhealth capture"))
+    scanner = scanner_for(catalog)      # before the trial reader: no compile thread when it forks
     # --- trials, started now: they need nothing from the logs
     trials_job = None
     trace_root = root / "trace_jobs"
@@ -650,7 +683,6 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                                        since=_current_attempt_start(read))
     # --- logs
     reference = read.newest_evidence or now_epoch
-    scanner = scanner_for(catalog)
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
     files = _log_files(root, read.capture_dir)
     legs = sorted({leg for _, rel in files if (leg := _slurm_leg(rel))}, key=lambda x: int(x))

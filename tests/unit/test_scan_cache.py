@@ -107,3 +107,29 @@ def test_cache_keeps_the_newest_databases(tmp_path, monkeypatch, patterns):
     with monkeypatch.context() as m:
         _no_compile(m)
         Scanner(patterns[:3])   # the newest is among the kept
+
+
+class _Catalog:
+    """A stand-in catalog: ``_catalog_patterns`` is patched, only the identity matters."""
+
+
+def test_prepared_scanner_is_the_one_scanner_for_returns(monkeypatch, patterns):
+    monkeypatch.setattr(bundle_mod, "_catalog_patterns", lambda catalog: patterns)
+    catalog = _Catalog()
+    fresh = _matches(Scanner(patterns))
+    bundle_mod.prepare_scanner(catalog)
+    thread = bundle_mod._COMPILING[id(catalog)][0]
+    scanner = bundle_mod.scanner_for(catalog)
+    assert not thread.is_alive()              # joined: no compile thread left when a reader forks
+    assert _matches(scanner) == fresh and bundle_mod.scanner_for(catalog) is scanner
+    bundle_mod._SCANNERS.pop(id(catalog))
+
+
+def test_prepared_compilation_failure_is_raised_by_scanner_for(monkeypatch):
+    monkeypatch.setattr(bundle_mod, "_catalog_patterns",
+                        lambda catalog: [scan_mod.Pattern("broken", "(unclosed")])
+    catalog = _Catalog()
+    bundle_mod.prepare_scanner(catalog)
+    with pytest.raises(hyperscan.error):
+        bundle_mod.scanner_for(catalog)
+    assert id(catalog) not in bundle_mod._SCANNERS and id(catalog) not in bundle_mod._COMPILING
