@@ -37,7 +37,7 @@ from rlhealth.engine import EngineError, EngineResult, run_rules
 from rlhealth.facts import GATES, MEASUREMENTS, REPORTED_APART, Fact, gate_slot
 
 _EXPECT_KEYS = {"name", "facts", "fires", "does_not_fire", "gates", "verdict", "confidence", "conclusions",
-                "no_conclusions", "description"}
+                "no_conclusions", "description", "finding_contains"}
 
 
 @dataclass
@@ -133,6 +133,10 @@ def run_case(case: dict[str, Any], file: str, catalog: Catalog, defaults: dict) 
         got = _decided(result, "gate", "status", gate)
         if got != {status}:
             out.failures.append(f"gate {gate}: expected {status}, got {sorted(got) or 'nothing'}")
+    for gate, text in (case.get("finding_contains") or {}).items():
+        got = _decided(result, "gate", "finding", gate)
+        if not any(str(text) in finding for finding in got):
+            out.failures.append(f"gate {gate}: expected a finding containing {text!r}, got {sorted(got) or 'nothing'}")
     for key in ("verdict", "confidence"):
         if key in case:
             got = _decided(result, key, key)

@@ -38,6 +38,13 @@ def test_a_wrong_expectation_fails_the_case():
     assert len(result.failures) == 2
 
 
+def test_a_finding_expectation_checks_the_gate_finding():
+    healthy = {"name": "healthy", "gates": {"liveness": "PASS"}, "finding_contains": {"liveness": "trainer advancing"}}
+    assert run_case(healthy, "inline", CATALOG, load_defaults()).failures == []
+    wrong = {"name": "healthy but claimed idle", "finding_contains": {"liveness": "engines idle"}}
+    assert len(run_case(wrong, "inline", CATALOG, load_defaults()).failures) == 1
+
+
 def test_cli_rules_test_and_list(tmp_path):
     one = sorted(str(p) for p in case_files())[0]
     done = subprocess.run(rlhealth_argv("rules", "test", one), capture_output=True, text=True)
