@@ -885,7 +885,7 @@ def _capture_gpu_names(read: BundleRead, cap: Path, label_keys: list[str]) -> No
             sightings = [(row["line"], row["name"]) for row in parse_gpu_inventory(text)]
         else:
             sightings = [(line, value) for line, _, value in gpu_label_sightings(text, label_keys)]
-        lines = text.splitlines()
+        lines = text.split("\n")       # the parsers number lines by "\n", as the quote test reads them
         for line, name in sightings:
             _add_gpu_name(read, kind, name, Occurrence(source=rel, line=line, text=clean_line(lines[line - 1]).strip()))
 

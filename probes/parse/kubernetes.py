@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable
+from typing import Any, Iterable
 
 from rlhealth.probes.parse.nvidia_smi import gpu_class, parse_gpu_inventory  # noqa: F401 (re-exported)
 from rlhealth.probes.parse.roles import RoleTable, gpu_roles, process_roles  # noqa: F401 (re-exported)
@@ -278,26 +278,34 @@ def gpu_label_sightings(text: str, keys: Iterable[str]) -> list[tuple[int, str, 
     wanted = set(keys)
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
+
+    def obj(value: Any) -> dict:
+        return value if isinstance(value, dict) else {}
+
+    def seq(value: Any) -> list:
+        return value if isinstance(value, list) else []
+
     found: list[tuple[str, str]] = []
-    for item in doc.get("items") or [] if isinstance(doc, dict) else []:
-        if not isinstance(item, dict):
-            continue
-        labels = (item.get("metadata") or {}).get("labels") if item.get("kind") == "Node" else None
-        spec = item.get("spec") if isinstance(item.get("spec"), dict) else {}
+    for item in seq(obj(doc).get("items")):
+        item = obj(item)
+        labels = obj(item.get("metadata")).get("labels") if item.get("kind") == "Node" else None
+        spec = obj(item.get("spec"))
         for mapping in (labels, spec.get("nodeSelector")):
-            if isinstance(mapping, dict):
-                found += [(k, v) for k, v in mapping.items() if k in wanted and isinstance(v, str) and v]
-        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-        for term in required.get("nodeSelectorTerms") or [] if isinstance(required, dict) else []:
-            for expr in (term or {}).get("matchExpressions") or [] if isinstance(term, dict) else []:
-                values = expr.get("values") if isinstance(expr, dict) else None
+            found += [(k, v) for k, v in obj(mapping).items() if k in wanted and isinstance(v, str) and v]
+        required = obj(obj(obj(spec.get("affinity")).get("nodeAffinity"))
+                       .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        for term in seq(required.get("nodeSelectorTerms")):
+            for expr in seq(obj(term).get("matchExpressions")):
+                expr = obj(expr)
+                values = seq(expr.get("values"))
                 if expr.get("key") in wanted and expr.get("operator") == "In" and values and isinstance(values[0], str):
                     found.append((expr["key"], values[0]))
     out = set()
     for key, value in found:
-        at = text.find(json.dumps(value))
+        at = text.find(json.dumps(value, ensure_ascii=False))
+        if at < 0:
+            at = text.find(json.dumps(value))
         out.add((text.count("\n", 0, at) + 1 if at >= 0 else 1, key, value))
     return sorted(out)

@@ -86,7 +86,7 @@ def parse_gpu_inventory(text: str) -> list[dict]:
     ``name`` is last so a GPU name containing commas survives.
     """
     rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         cells = [c.strip() for c in line.split(",", 2)]
         if len(cells) < 3 or not cells[0].isdigit():
             continue

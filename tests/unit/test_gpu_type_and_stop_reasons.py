@@ -165,3 +165,22 @@ def test_no_finished_trial_has_no_stop_reasons(tmp_path):
     (root / "t1").mkdir(parents=True)
     (root / "t1" / "config.json").write_text("{}")
     assert stop_reasons(summarize_trials(root, {}, 0, workers=1), {}) is None
+
+
+@pytest.mark.parametrize("text", [
+    "", "not json", "[1, 2]", '{"items": {"a": 1}}', '{"items": [1, "x", null]}',
+    '{"items": [{"kind": "Node", "metadata": ["labels"]}]}',
+    '{"items": [{"spec": {"nodeSelector": ["x"], "affinity": ["nodeAffinity"]}}]}',
+    '{"items": [{"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":'
+    ' {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In",'
+    ' "values": {"0": "H100"}}]}]}}}}}]}',
+    "[" * 100_000 + "]" * 100_000,
+])
+def test_hostile_pod_and_node_lists_yield_no_gpu_label(text):
+    assert gpu_label_sightings(text, LABEL_KEYS) == []
+
+
+def test_gpu_label_line_is_counted_by_newlines_as_quotes_are_read():
+    text = ('{"items": [{"kind": "Node",\r"metadata": {"labels": {\r"nvidia.com/gpu.product":\n'
+            '"NVIDIA-H100-80GB-HBM3"}}}]}')
+    assert gpu_label_sightings(text, LABEL_KEYS) == [(2, "nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")]
