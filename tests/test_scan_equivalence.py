@@ -203,7 +203,9 @@ def _reference_path(monkeypatch, block_bytes=None):
                             reference_scan_file(self, path, source, on_hit, block_bytes=block_bytes_))
 
     class Sync:
-        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, log_bytes=0):
+        forked = False
+
+        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None):
             self.args = (trace_root, aliases, sample_size, since)
 
         def result(self):
@@ -218,6 +220,8 @@ def _fast_path(monkeypatch, block_bytes=None):
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)       # processes even for tiny corpora
     monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 3)
+    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 0)  # the reader shares the log files too
     if block_bytes is not None:
         original = scan_mod.Scanner.iter_blocks
         monkeypatch.setattr(scan_mod.Scanner, "iter_blocks",
