@@ -19,6 +19,7 @@ import json
 import os
 import pickle
 import shutil
+import time
 from array import array
 from collections import deque
 from datetime import datetime, timezone
@@ -118,17 +119,21 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
 
     monkeypatch.setattr(bundle_mod, "BackgroundSummary", InProcessTrials)
     if merges is not None:
-        merge = bundle_mod._merge_file_scan
+        _count_merges(monkeypatch, merges)
 
-        def counted(read, part, seen_steps, catalog):
-            done = merge(read, part, seen_steps, catalog)
-            if done:
-                merges.merged += 1
-            else:
-                merges.rescanned += 1
-            return done
 
-        monkeypatch.setattr(bundle_mod, "_merge_file_scan", counted)
+def _count_merges(monkeypatch, merges: _Merges) -> None:
+    merge = bundle_mod._merge_file_scan
+
+    def counted(read, part, seen_steps, catalog):
+        done = merge(read, part, seen_steps, catalog)
+        if done:
+            merges.merged += 1
+        else:
+            merges.rescanned += 1
+        return done
+
+    monkeypatch.setattr(bundle_mod, "_merge_file_scan", counted)
 
 
 def _read(bundle: Path, now: datetime = NOW):
@@ -196,7 +201,7 @@ def _wandb(second: int, step: int, loss: float) -> str:
 
 
 def _cross_file_bundle(root: Path) -> Path:
-    """finelog.log then pod_logs/a.log, b.log, c.log (the scan's file order)."""
+    """finelog.log then pod_logs/a.log ... d.log (the scan's file order)."""
     bundle = root / "jobs" / "cw-us-east-02a" / "u" / "cross"
     (bundle / "pod_logs").mkdir(parents=True)
     (bundle / "trace_jobs").mkdir()
@@ -218,20 +223,22 @@ def _cross_file_bundle(root: Path) -> Path:
     a += [_lg(70, "Exception breakdown: {'AgentTimeoutError': 2, 'VerifierTimeoutError': 1}", "WARNING")]
     a += [_lg(71 + i % 20, "enforce_eager=False") for i in range(30)]
     a += [_lg(45, "Heartbeat monitor timed out", "ERROR")]
-    b = ["[core.py:93] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-8B', enforce_eager=False",
+    # in order, the untimestamped first one (no line before it) cannot replace a.log's first (another
+    # file, no common clock), 25 does (earlier), 50 does not, 15 does
+    b = [_lg(None, "Heartbeat monitor timed out", "ERROR"), _lg(25, "Heartbeat monitor timed out", "ERROR"),
+         _lg(50, "Heartbeat monitor timed out", "ERROR"), _lg(15, "Heartbeat monitor timed out", "ERROR")]
+    b += ["[core.py:93] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-8B', enforce_eager=False",
          _lg(80, "TerminalBenchGenerator initialized: Concurrent trials: 256"), _lg(81, "MarinSkyRL now at 3f9c2a1e7b"),
          _lg(82, "'use_tis': True"), _lg(83, "finish_weight_reload done"), "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)",
          _lg(84, "Generation Buffer Progress: 8/32 [00:03<?, ?it/s]"), _lg(85, "Generation Buffer Progress: 8/32 [00:04<?, ?it/s]"),
          _lg(86, "Finished: 'ref', time cost: 1.00s"), _lg(87, "Training Step Progress: 6 / 100")]
     b += [_stats(88 + i % 10, 2700.0 + i) for i in range(200)]
     b += [_lg(90 + i % 5, "Batch generation complete: 30/32 successful, 2 failed instances, 0 masked") for i in range(20)]
-    # in order, the untimestamped one cannot replace a.log's first (another file, no common clock),
-    # 25 does (earlier), 50 does not, 15 does
-    b += [_lg(None, "Heartbeat monitor timed out", "ERROR"), _lg(25, "Heartbeat monitor timed out", "ERROR"),
-          _lg(50, "Heartbeat monitor timed out", "ERROR"), _lg(15, "Heartbeat monitor timed out", "ERROR")]
     c = [_lg(None, "Training Step Progress: 6 / 100"), _lg(95, "Generation Buffer Progress: 8/32 [00:05<?, ?it/s]"),
          _lg(96, "MarinSkyRL now at 0000000"), "[core.py:93] Initializing a V1 LLM engine with config: model='other'"]
-    for name, lines in (("finelog.log", finelog), ("pod_logs/a.log", a), ("pod_logs/b.log", b), ("pod_logs/c.log", c)):
+    d = [_lg(97, "Generation Buffer Progress: 8/32 [00:06<?, ?it/s]")]        # no change after b.log's 8/32
+    for name, lines in (("finelog.log", finelog), ("pod_logs/a.log", a), ("pod_logs/b.log", b), ("pod_logs/c.log", c),
+                        ("pod_logs/d.log", d)):
         (bundle / name).write_text("\n".join(lines) + "\n")
     return bundle
 
@@ -263,7 +270,7 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
         _use_path(m, "reader", merges)
         read = bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp())
     # the case is what it claims to be
-    assert read.log_files == ["finelog.log", "pod_logs/a.log", "pod_logs/b.log", "pod_logs/c.log"]
+    assert read.log_files == ["finelog.log", "pod_logs/a.log", "pod_logs/b.log", "pod_logs/c.log", "pod_logs/d.log"]
     assert len(read.stats) == 1 and len(next(iter(read.stats.values()))) == 400 and read.stats_count == 501
     assert [r.step for r in read.metric_records] == [1, 2, 3, 4, 5, 6]
     assert read.metric_records[4].source == "finelog.log"
@@ -271,7 +278,7 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
     assert read.source_rev.source == "pod_logs/b.log" and read.use_tis is True and read.weight_reload == 1
     assert len(read.eager_lines) == 50 and len(read.batch_complete) == 200
     assert read.exc_breakdown == {"VerifierTimeoutError": 2, "AgentTimeoutError": 2}
-    assert read.genbuf_last_change.source == "pod_logs/b.log" and read.genbuf_last_seen.source == "pod_logs/c.log"
+    assert read.genbuf_last_change.source == "pod_logs/b.log" and read.genbuf_last_seen.source == "pod_logs/d.log"
     assert list(read.phases_open) == ["step", "generate"] and read.phases_open["step"].source == "pod_logs/a.log"
     heartbeat = read.signatures["nccl_heartbeat_monitor_timeout"]
     assert heartbeat.count == 7 and heartbeat.first_by_attempt[1].source == "finelog.log"
@@ -279,7 +286,7 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
     assert first.source == "pod_logs/b.log" and first.ts == datetime(2026, 8, 3, 10, 0, 15, tzinfo=timezone.utc).timestamp()
     # step progress "5 / 100" and "6 / 100" repeat at the start of a.log and c.log: those two are
     # routed again in order; the others merge
-    assert (merges.merged, merges.rescanned) == (2, 2)
+    assert (merges.merged, merges.rescanned) == (3, 2)
     _same(_all_paths(bundle, monkeypatch))
 
 
@@ -291,6 +298,7 @@ def test_first_occurrence_needing_a_fold_not_kept_rescans(tmp_path, monkeypatch)
     (bundle / "pod_logs" / "b.log").write_text("\n".join(
         _lg(100 - i, "Heartbeat monitor timed out", "ERROR") for i in range(0, 90, 5)) + "\n")
     (bundle / "pod_logs" / "c.log").unlink()
+    (bundle / "pod_logs" / "d.log").unlink()
     merges = _Merges()
     with monkeypatch.context() as m:
         _use_path(m, "reader", merges)
@@ -383,10 +391,19 @@ def test_forked_reader_shares_the_logs(tmp_path, monkeypatch):
             return summary
 
         m.setattr(trials_mod.BackgroundSummary, "result", result)
+        _reader_claims_first(m)
         report = diagnose(bundle, now=NOW)
-        got = (_read(bundle), render(report, "json"), render(report, "markdown"))
+    got = (_read(bundle), render(report, "json"), render(report, "markdown"))
     assert got == expected
-    assert results and all(isinstance(r, dict) for r in results)
+    assert len(results) == 1 and isinstance(results[0], dict) and results[0]     # the reader routed files
+
+
+def _reader_claims_first(m) -> None:
+    """This process waits before each claim of a log file, so the reader (done with its few trials)
+    claims some."""
+    parent = os.getpid()
+    claim = bundle_mod._LogWork.claim
+    m.setattr(bundle_mod._LogWork, "claim", lambda self: (time.sleep(0.2) if os.getpid() == parent else None) or claim(self))
 
 
 @pytest.mark.parametrize("failure", ["dies", "raises"])
@@ -408,13 +425,13 @@ def test_a_failing_reader_loses_no_file(tmp_path, monkeypatch, failure):
             return scan_one(self, index)
 
         m.setattr(bundle_mod._LogWork, "scan_one", failing)
-        # the reader claims a log file before this process does
-        claim = bundle_mod._LogWork.claim
-        m.setattr(bundle_mod._LogWork, "claim",
-                  lambda self: (__import__("time").sleep(0.3) if os.getpid() == parent else None) or claim(self))
+        _reader_claims_first(m)
+        merges = _Merges()
+        _count_merges(m, merges)
         report = diagnose(bundle, now=NOW)
-        got = (_read(bundle), render(report, "json"), render(report, "markdown"))
+    got = (_read(bundle), render(report, "json"), render(report, "markdown"))
     assert got == expected
+    assert merges.merged < 4        # the files the reader claimed were routed again, in order
 
 
 def test_small_bundle_forks_nothing(monkeypatch):
