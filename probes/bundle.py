@@ -26,9 +26,11 @@ from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.kubernetes import gpu_label_sightings
-from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN, gpu_name_from_line, parse_gpu_inventory
+from rlhealth.probes.parse.nvidia_smi import gpu_name_from_line, parse_gpu_inventory
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
+from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
+from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS, scan_patterns
 from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
 from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
@@ -38,32 +40,6 @@ LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
 NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
 MAX_KEPT_OCCURRENCES = 3
 
-EXTRACTORS: dict[str, str] = {
-    "x_boundary": r"task=\S+/0 \| \[iris setup\] step 1/2",
-    "x_wandb": r"WANDB_MIRROR\s+kind=",
-    "x_dict_end": r"'trainer/global_step':\s*[0-9]+\s*,?\s*\}",
-    "x_step_progress": r"Training Step Progress:",
-    "x_phase": r"(?:Started|Finished): '[A-Za-z0-9_./-]+'",
-    "x_genbuf": r"Generation Buffer Progress:",
-    "x_stats": r"Avg generation throughput: [0-9.]+ tokens/s",
-    "x_eager": r"(?:enforce_eager\s*[=:]|Cudagraph is disabled under eager mode|Enforce eager set|Graph capturing finished)",
-    "x_batch": r"Batch generation complete: [0-9]+/[0-9]+ successful",
-    "x_excbreak": r"Exception breakdown: \{",
-    "x_use_tis": r"use_tis[\"']?\s*[:=]",
-    "x_weight_reload": r"(?:finish_weight_reload|initialize_layerwise_reload)",
-    "x_generator_init": r"TerminalBenchGenerator initialized",
-    "x_source_rev": r"MarinSkyRL now at [0-9a-f]{7,40}",
-    "x_resumed": r"Resumed training from global_step [0-9]+",
-    "x_engine_model": r"Initializing an? (?:V[0-9]+ )?LLM engine[^\n]*with config: model=",
-    "x_gpu_name": GPU_NAME_LINE_PATTERN,
-}
-EXTRACTOR_PREFILTERS: dict[str, str] = {
-    # Every finelog line starts with "task=", so the whole extractor as a hyperscan pattern ran its
-    # \S+ after each of them (a tenth of the scan). Hyperscan looks for the literal tail only; the
-    # router keeps the key when the whole extractor matches the line's bytes (the bytes hyperscan
-    # scanned, the same \s set), so the lines keyed are exactly those the extractor matches.
-    "x_boundary": r"/0 \| \[iris setup\] step 1/2",
-}
 _PREFILTER_CHECKS = {k: re.compile(EXTRACTORS[k].encode()) for k in EXTRACTOR_PREFILTERS}
 
 
@@ -189,51 +165,19 @@ class BundleRead:
         return max(values) if values else None
 
 
-def _catalog_patterns(catalog: Catalog) -> list[Pattern]:
-    patterns = [Pattern(s.id, s.pattern, s.caseless) for s in catalog.signatures.values()]
-    patterns += [Pattern(k, EXTRACTOR_PREFILTERS.get(k, v)) for k, v in EXTRACTORS.items()]
-    return patterns
-
-
-_SCANNERS: dict[int, Scanner] = {}
-_COMPILING: dict[int, tuple[threading.Thread, list]] = {}
+def _catalog_patterns(catalog: Catalog) -> tuple[Pattern, ...]:
+    return scan_patterns([(s.id, s.pattern, s.caseless) for s in catalog.signatures.values()])
 
 
 def prepare_scanner(catalog: Catalog) -> None:
-    """Start compiling the catalog's pattern database in a thread (hyperscan releases the GIL while
-    it compiles), so a command can import and load the rest meanwhile; ``scanner_for`` waits for it.
-    A failed compilation is raised by ``scanner_for``, in the caller's thread."""
-    key = id(catalog)
-    if key in _SCANNERS or key in _COMPILING:
-        return
-    box: list = []
-
-    def build() -> None:
-        try:
-            box.append(Scanner(_catalog_patterns(catalog)))
-        except BaseException as exc:     # handed to scanner_for
-            box.append(exc)
-
-    thread = threading.Thread(target=build, name="rlhealth-pattern-compile", daemon=True)
-    _COMPILING[key] = (thread, box)
-    thread.start()
+    """Start compiling the catalog's pattern database in a thread (see ``patterns.prepare``)."""
+    patterns_mod.prepare(_catalog_patterns(catalog))
 
 
 def scanner_for(catalog: Catalog) -> Scanner:
-    """The catalog's scanner; joins a compilation ``prepare_scanner`` started (so no thread of it
-    is left running when a reader forks)."""
-    key = id(catalog)
-    if key not in _SCANNERS:
-        pending = _COMPILING.pop(key, None)
-        if pending is not None:
-            pending[0].join()
-            if isinstance(pending[1][0], Scanner):
-                _SCANNERS[key] = pending[1][0]
-            else:
-                raise pending[1][0]
-        else:
-            _SCANNERS[key] = Scanner(_catalog_patterns(catalog))
-    return _SCANNERS[key]
+    """The catalog's scanner; joins any compilation started (so no thread of it is left running
+    when a reader forks)."""
+    return patterns_mod.scanner(_catalog_patterns(catalog))
 
 
 def _is_log(path: Path) -> bool:

@@ -193,10 +193,9 @@ def _given(args):
 
 
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
-    from rlhealth.catalog import load_catalog
-    from rlhealth.probes.bundle import prepare_scanner
+    from rlhealth.probes.patterns import prepare_packaged
 
-    prepare_scanner(load_catalog())     # compiles while the diagnosis imports and loads its rules
+    prepare_packaged()      # compiles on another core while the diagnosis imports and loads its rules
     from rlhealth.diagnose import diagnose
 
     given = _given(args)

@@ -30,7 +30,6 @@ matched facts of an action are read from the private ``Closure._m``.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import itertools
@@ -249,6 +248,8 @@ def _expression(text: str):
 def _render(template: str | None, context: dict[str, Any]) -> str | None:
     if template is None:
         return None
+    if "{" not in template:     # no tag, variable or comment: Jinja would render the text itself
+        return " ".join(template.split())
     return " ".join(_template(template).render(**context).split())
 
 
@@ -305,7 +306,7 @@ def run_rules(rules: list[RuleSpec], facts: list[Fact], thresholds: dict[str, fl
     host = _Host(run)
     try:
         try:
-            host.set_rulesets({name: copy.deepcopy(compile_ruleset(rules, thresholds, sets))})
+            host.set_rulesets({name: compile_ruleset(rules, thresholds, sets)})   # a fresh dict per run
         except EngineError:
             raise
         except Exception as exc:

@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rlhealth.probes.patterns import prepare_packaged
+
 SCHEMA_ID = "rlhealth.triage/v1"
 URGENCY = {"KILL": 0, "ERROR": 1, "NO-KILL": 2}
 CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
@@ -133,6 +135,8 @@ def triage(root: Path, *, now: datetime, max_age_s: float, workers: int | None =
     if progress is not None:
         progress.total = len(bundles)
     if workers <= 1 or len(bundles) <= 1:
+        if bundles:
+            prepare_packaged()      # compiles on the other core while the first diagnosis imports
         for i, b in enumerate(bundles, start=1):
             rows.append(_diagnose_one(b, now_iso, max_age_s))
             if progress is not None:
@@ -144,6 +148,7 @@ def triage(root: Path, *, now: datetime, max_age_s: float, workers: int | None =
         # server's workers) must not fork, so it starts clean workers instead
         forked = sys.platform.startswith("linux") and threading.active_count() == 1
         if forked:
+            prepare_packaged()      # compiles on the other core while _warm imports; joined by _warm
             _warm()
             # the warmed heap moves to the permanent generation: the workers' collections then
             # never touch (and copy-on-write) the pages they share with the parent

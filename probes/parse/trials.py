@@ -303,6 +303,19 @@ _parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
 """A trial's phase boundaries repeat (one phase ends when the next starts)."""
 
 
+def _stop_reason(obj: dict) -> str | None:
+    """The first non-blank string among STOP_REASON_FIELDS (``_dig`` of each, without the calls)."""
+    for path in STOP_REASON_FIELDS:
+        value: Any = obj
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+            if value is None:
+                break
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
 def _from_result(read: TrialRead, obj: dict) -> None:
     reward = _dig(obj, "verifier_result", "rewards", "reward")
     if reward is None:
@@ -313,18 +326,19 @@ def _from_result(read: TrialRead, obj: dict) -> None:
     read.exception = str(exc) if exc else None
     turns = _dig(obj, "agent_result", "metadata", "n_episodes")
     read.turns = _finite(float(turns)) if isinstance(turns, (int, float)) else None
-    stop = next((v for v in (_dig(obj, *path) for path in STOP_REASON_FIELDS) if isinstance(v, str) and v.strip()), None)
+    stop = _stop_reason(obj)
     read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS] if stop else None
+    parse = _parse_iso_recent
     for phase in PHASES:
         block = obj.get(phase)
         if isinstance(block, dict):
             a, b = block.get("started_at"), block.get("finished_at")
             if isinstance(a, str) and isinstance(b, str):
-                a, b = _parse_iso_recent(a), _parse_iso_recent(b)
+                a, b = parse(a), parse(b)
                 if a is not None and b is not None and b >= a:
                     read.phases[phase] = b - a
     started = obj.get("started_at")
-    read.started_at = _parse_iso_recent(started) if isinstance(started, str) else None
+    read.started_at = parse(started) if isinstance(started, str) else None
 
 
 def _from_raw(read: TrialRead, raw: bytes) -> None:

@@ -3,6 +3,7 @@ logs to), the configured engine count, vLLM stats over the recent stats window, 
 table's row."""
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ def stats_text(sample) -> str:
             f"Waiting: {sample.waiting} reqs" + (f", GPU KV cache usage: {sample.kv_pct}%" if sample.kv_pct is not None else ""))
 
 
+@functools.lru_cache(maxsize=4096)      # called per stats sample; a bundle has few sources
 def pod_of(source: str) -> str | None:
     """The pod (or node directory) a per-pod log file belongs to: ``pod_logs/<pod>.log`` and
     ``ray_vllm_logs/<pod>/...`` (also under a capture directory); None for aggregated streams."""
@@ -81,9 +83,9 @@ def raw_identity(sample, addresses: dict[str, str]) -> tuple[tuple, str]:
     identified by its file and ``Engine NNN`` index only (unattributed)."""
     pod = pod_of(sample.source)
     m = PREFIX_RE.search(sample.text) if sample.text else None
-    worker = None if m else RAY_WORKER_FILE_RE.match(PurePosixPath(sample.source).name)
-    if m or worker:
-        pid = m.group("pid") if m else worker.group(1)
+    worker_pid = None if m else _worker_file_pid(sample.source)
+    if m or worker_pid:
+        pid = m.group("pid") if m else worker_pid
         actor = f"{m.group('actor')} " if m else ""
         ip = (m.group("ip") if m else None) or addresses.get(pod or "")
         if ip:
@@ -93,6 +95,13 @@ def raw_identity(sample, addresses: dict[str, str]) -> tuple[tuple, str]:
         return ("stream", None, pid), f"{actor}pid={pid}"
     index = sample.engine.rsplit("#", 1)[-1] if "#" in sample.engine else None
     return ("file", sample.source, index), f"{sample.source}" + (f" Engine {index}" if index else "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _worker_file_pid(source: str) -> str | None:
+    """The pid in a Ray worker file's name, else None."""
+    worker = RAY_WORKER_FILE_RE.match(PurePosixPath(source).name)
+    return worker.group(1) if worker else None
 
 
 def _merge_into_unique(engines: dict[tuple, Engine], scope: str, targets: tuple[str, ...]) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from rlhealth.catalog import load_catalog
 from rlhealth.probes import bundle as bundle_mod
+from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.scan import Scanner
 
@@ -109,27 +110,57 @@ def test_cache_keeps_the_newest_databases(tmp_path, monkeypatch, patterns):
         Scanner(patterns[:3])   # the newest is among the kept
 
 
-class _Catalog:
-    """A stand-in catalog: ``_catalog_patterns`` is patched, only the identity matters."""
-
-
-def test_prepared_scanner_is_the_one_scanner_for_returns(monkeypatch, patterns):
-    monkeypatch.setattr(bundle_mod, "_catalog_patterns", lambda catalog: patterns)
-    catalog = _Catalog()
-    fresh = _matches(Scanner(patterns))
-    bundle_mod.prepare_scanner(catalog)
-    thread = bundle_mod._COMPILING[id(catalog)][0]
-    scanner = bundle_mod.scanner_for(catalog)
+def test_prepared_scanner_is_the_one_scanner_for_returns(patterns):
+    patterns = patterns[:7] + (scan_mod.Pattern("only_in_this_test", "prepared scanner test"),)
+    fresh = _matches(Scanner(list(patterns)))
+    patterns_mod.prepare(patterns)
+    thread = patterns_mod._COMPILING[patterns][0]
+    scanner = patterns_mod.scanner(patterns)
     assert not thread.is_alive()              # joined: no compile thread left when a reader forks
-    assert _matches(scanner) == fresh and bundle_mod.scanner_for(catalog) is scanner
-    bundle_mod._SCANNERS.pop(id(catalog))
+    assert _matches(scanner) == fresh and patterns_mod.scanner(patterns) is scanner
+    patterns_mod._SCANNERS.pop(patterns)
 
 
-def test_prepared_compilation_failure_is_raised_by_scanner_for(monkeypatch):
-    monkeypatch.setattr(bundle_mod, "_catalog_patterns",
-                        lambda catalog: [scan_mod.Pattern("broken", "(unclosed")])
-    catalog = _Catalog()
-    bundle_mod.prepare_scanner(catalog)
+def test_prepared_compilation_failure_is_raised_by_scanner():
+    broken = (scan_mod.Pattern("broken", "(unclosed"),)
+    patterns_mod.prepare(broken)
     with pytest.raises(hyperscan.error):
-        bundle_mod.scanner_for(catalog)
-    assert id(catalog) not in bundle_mod._SCANNERS and id(catalog) not in bundle_mod._COMPILING
+        patterns_mod.scanner(broken)
+    assert broken not in patterns_mod._SCANNERS and broken not in patterns_mod._COMPILING
+
+
+def test_a_compilation_for_other_patterns_is_joined_and_not_used(patterns):
+    """The early database (read from the files before the catalog validates them) is only used
+    when the validated catalog's patterns are the same list; any other compilation is joined."""
+    other = patterns[:3] + (scan_mod.Pattern("only_in_this_test", "other patterns test"),)
+    wanted = patterns[:3] + (scan_mod.Pattern("only_in_this_test", "wanted patterns test"),)
+    patterns_mod.prepare(other)
+    thread = patterns_mod._COMPILING[other][0]
+    scanner = patterns_mod.scanner(wanted)
+    assert not thread.is_alive() and other not in patterns_mod._COMPILING and other not in patterns_mod._SCANNERS
+    assert [p.key for p in scanner.patterns] == [p.key for p in wanted]
+    assert scanner.patterns[-1].regex == "wanted patterns test"
+    patterns_mod._SCANNERS.pop(wanted)
+
+
+def test_packaged_signature_files_give_the_catalogs_patterns(patterns):
+    """What ``diagnose`` compiles before the catalog loads is exactly what the catalog scans for
+    (otherwise the early compilation is wasted and the diagnosis compiles a second time)."""
+    early = patterns_mod.packaged_signature_patterns()
+    assert early is not None and patterns_mod.scan_patterns(early) == patterns
+
+
+def test_unreadable_signature_file_gives_no_early_patterns(monkeypatch, tmp_path):
+    (tmp_path / "a_signature.yaml").write_text("id: [unclosed\n")
+
+    class Files:
+        def joinpath(self, name):
+            return tmp_path
+    monkeypatch.setattr(patterns_mod.resources, "files", lambda package: Files())
+    assert patterns_mod.packaged_signature_patterns() is None
+    (tmp_path / "a_signature.yaml").write_text("- a list, not a mapping\n")
+    assert patterns_mod.packaged_signature_patterns() is None
+    (tmp_path / "a_signature.yaml").write_text("id: a_signature\npattern: 7\n")
+    assert patterns_mod.packaged_signature_patterns() is None
+    (tmp_path / "a_signature.yaml").write_text("id: a_signature\npattern: 'x[0-9]+'\n")
+    assert patterns_mod.packaged_signature_patterns() == [("a_signature", "x[0-9]+", False)]
