@@ -899,9 +899,14 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trace_root.is_dir() and not trace_root.is_symlink():
         log_work = _parallel_log_work(root, plan, catalog, reference, skip, scanner)
         aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
-        trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
-                                       since=_current_attempt_start(read),
-                                       after=log_work.in_reader if log_work is not None else None)
+        try:
+            trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
+                                           since=_current_attempt_start(read),
+                                           after=log_work.in_reader if log_work is not None else None)
+        except BaseException:
+            if log_work is not None:
+                log_work.close()
+            raise
         if log_work is not None and not getattr(trials_job, "forked", False):
             log_work.close()
             log_work = None
