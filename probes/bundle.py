@@ -555,8 +555,10 @@ then gets none: merging per-file outcomes would cost more than it saves)."""
 MAX_FIRST_CHAINS = 8
 """Per signature and attempt, how many record-early occurrences a file scanned on its own keeps a
 first-occurrence fold for (``_ChainedAgg``); a merge that would need one more rescans the file."""
-_MAX_LOG_TOKENS = 8192
-"""File numbers travel as 4-byte tokens through one pipe written before the fork (64 KiB)."""
+MAX_PARALLEL_LOG_FILES = 1024
+"""More log files than this are scanned in the diagnosing process only: every file's own scan is
+held until the in-order merge (a few KiB each even when empty), and the file numbers travel as
+4-byte tokens through one pipe written before the fork (well under its 64 KiB)."""
 
 
 class _ChainedAgg(SignatureAgg):
@@ -967,8 +969,8 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
 def _parallel_log_work(root: Path, plan: list[tuple[Path, str, int | None]], catalog: Catalog,
                        reference: float | None, skip: dict[str, re.Pattern], scanner: Scanner) -> _LogWork | None:
     """The log files as work a forked trial reader can share (``_LogWork``), when worth it: two
-    files or more, PARALLEL_SCAN_MIN_BYTES in all, the fast routing on. None otherwise."""
-    if not FAST_ROUTING or not 2 <= len(plan) <= _MAX_LOG_TOKENS:
+    to MAX_PARALLEL_LOG_FILES files, PARALLEL_SCAN_MIN_BYTES in all, the fast routing on. None otherwise."""
+    if not FAST_ROUTING or not 2 <= len(plan) <= MAX_PARALLEL_LOG_FILES:
         return None
     sizes = []
     for path, _, _ in plan:
