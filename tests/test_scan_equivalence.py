@@ -3,7 +3,8 @@
 Fast path: ``Scanner.iter_blocks`` (memoryview blocks, seek instead of carry copies, numpy
 newline positions), ``_Router.scan`` (no ``LineHit`` for stats-only lines, stats samples and
 their timestamps built only for the lines kept), trials read in forked processes while the
-logs are scanned. Straightforward path: the original block scanner below (carry + data, one
+logs are scanned, the forked reader then routing log files too (merged in file order; the cases of
+that merge are in tests/unit/test_parallel_scan.py). Straightforward path: the original block scanner below (carry + data, one
 ``bytes.count`` per match), ``Scanner.scan_file`` + ``_Router.__call__`` for every line,
 trials read one by one in-process.
 
