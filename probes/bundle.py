@@ -39,6 +39,14 @@ from rlhealth.progress import human_bytes, scan_progress
 LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
 NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
 MAX_KEPT_OCCURRENCES = 3
+STATS_SAMPLES_PER_ENGINE = 400
+"""The newest stats lines kept per engine."""
+MAX_EAGER_LINES = 50
+"""enforce_eager evidence lines kept (the first ones)."""
+MAX_BATCH_COMPLETE = 200
+"""Batch-completion lines kept (the newest ones)."""
+MAX_PHASE_COSTS = 500
+"""Phase durations kept per phase (the newest ones)."""
 
 _PREFILTER_CHECKS = {k: re.compile(EXTRACTORS[k].encode()) for k in EXTRACTOR_PREFILTERS}
 
@@ -347,7 +355,7 @@ class _Router:
             if sample is not None:
                 read.stats_count += 1
                 read.stats_eras.add(sample.era)
-                read.stats.setdefault(sample.engine, deque(maxlen=400)).append(sample)
+                read.stats.setdefault(sample.engine, deque(maxlen=STATS_SAMPLES_PER_ENGINE)).append(sample)
         if "x_engine_model" in keys and read.engine_model is None:
             model = vp.model_from_init_line(text)
             if model:
@@ -358,7 +366,7 @@ class _Router:
                 _add_gpu_name(read, "nvidia_smi", name, occ)
         if "x_eager" in keys:
             value = vp.eager_from_line(text)
-            if value is not None and len(read.eager_lines) < 50:
+            if value is not None and len(read.eager_lines) < MAX_EAGER_LINES:
                 read.eager_lines.append((value, occ))
         if "x_genbuf" in keys:
             gb = tp.parse_gen_buffer(text)
@@ -373,7 +381,7 @@ class _Router:
             parsed = tp.parse_batch_complete(text)
             if parsed is not None:
                 read.batch_complete.append((parsed, occ))
-                if len(read.batch_complete) > 200:
+                if len(read.batch_complete) > MAX_BATCH_COMPLETE:
                     read.batch_complete.pop(0)
         if "x_excbreak" in keys:
             parsed = tp.parse_exception_breakdown(text)
@@ -443,7 +451,7 @@ class _Router:
         read.stats_eras.add(era)
         queue = read.stats.get(engine)
         if queue is None:
-            queue = read.stats[engine] = deque(maxlen=400)
+            queue = read.stats[engine] = deque(maxlen=STATS_SAMPLES_PER_ENGINE)
         queue.append((text, self.source, lineno, engine, era))
 
     def _engine_and_era(self, text: str, m: re.Match) -> tuple[str, str]:
@@ -530,7 +538,7 @@ class _Router:
                     if cost is not None:
                         costs = read.phase_costs.setdefault(phase, [])
                         costs.append(cost)
-                        if len(costs) > 500:
+                        if len(costs) > MAX_PHASE_COSTS:
                             del costs[0]
                     if phase == "step":
                         read.steps_finished += 1
@@ -547,6 +555,7 @@ class _Router:
                 read.last_trainer_line = occ
             elif read.last_trainer_line is None:
                 read.last_trainer_line = occ
+
 
 # ----------------------------------------------------------------------- log files in parallel
 PARALLEL_SCAN_MIN_BYTES = 32 * 1024 * 1024
@@ -746,8 +755,8 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
     for phase, costs in src.phase_costs.items():
         into_costs = read.phase_costs.setdefault(phase, [])
         into_costs.extend(costs)
-        if len(into_costs) > 500:
-            del into_costs[:len(into_costs) - 500]
+        if len(into_costs) > MAX_PHASE_COSTS:
+            del into_costs[:len(into_costs) - MAX_PHASE_COSTS]
     read.steps_finished += src.steps_finished
     if src.genbuf_last_seen is not None:
         first_value, first_occ = part.genbuf_first
@@ -762,7 +771,7 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
         into_queue.extend(queue)
     read.stats_count += src.stats_count
     read.stats_eras |= src.stats_eras
-    room = 50 - len(read.eager_lines)
+    room = MAX_EAGER_LINES - len(read.eager_lines)
     if room > 0:
         read.eager_lines.extend(src.eager_lines[:room])
     if read.engine_model is None:
@@ -770,8 +779,8 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
     for kind, name, occ in src.gpu_names:
         _add_gpu_name(read, kind, name, occ)
     read.batch_complete.extend(src.batch_complete)
-    if len(read.batch_complete) > 200:
-        del read.batch_complete[:len(read.batch_complete) - 200]
+    if len(read.batch_complete) > MAX_BATCH_COMPLETE:
+        del read.batch_complete[:len(read.batch_complete) - MAX_BATCH_COMPLETE]
     for name, n in src.exc_breakdown.items():
         read.exc_breakdown[name] = read.exc_breakdown.get(name, 0) + n
     if src.exc_breakdown_occ is not None:

@@ -271,12 +271,13 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
         read = bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp())
     # the case is what it claims to be
     assert read.log_files == ["finelog.log", "pod_logs/a.log", "pod_logs/b.log", "pod_logs/c.log", "pod_logs/d.log"]
-    assert len(read.stats) == 1 and len(next(iter(read.stats.values()))) == 400 and read.stats_count == 501
+    assert len(read.stats) == 1 and len(next(iter(read.stats.values()))) == bundle_mod.STATS_SAMPLES_PER_ENGINE
+    assert read.stats_count == 501
     assert [r.step for r in read.metric_records] == [1, 2, 3, 4, 5, 6]
     assert read.metric_records[4].source == "finelog.log"
     assert read.engine_model[0] == "Qwen/Qwen3-8B" and read.generator_init.source == "pod_logs/b.log"
     assert read.source_rev.source == "pod_logs/b.log" and read.use_tis is True and read.weight_reload == 1
-    assert len(read.eager_lines) == 50 and len(read.batch_complete) == 200
+    assert len(read.eager_lines) == bundle_mod.MAX_EAGER_LINES and len(read.batch_complete) == bundle_mod.MAX_BATCH_COMPLETE
     assert read.exc_breakdown == {"VerifierTimeoutError": 2, "AgentTimeoutError": 2}
     assert read.genbuf_last_change.source == "pod_logs/b.log" and read.genbuf_last_seen.source == "pod_logs/d.log"
     assert list(read.phases_open) == ["step", "generate"] and read.phases_open["step"].source == "pod_logs/a.log"
