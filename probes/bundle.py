@@ -5,7 +5,9 @@ Reads a MarinSkyRL syncdown (Iris ``jobs/<cluster>/<user>/<job>/`` or Jupiter
 (contract §2), never modifying anything. Every log file is scanned once with the
 compiled signature + extractor database; matched lines are routed to the pure
 parsers. The result (``BundleRead``) holds parsed summaries and a list of evidence
-problems; turning it into rule-engine facts is ``rlhealth.observe``'s job.
+problems; turning it into rule-engine facts is ``rlhealth.observe``'s job. With a forked trial
+reader, the log files are shared with it (``_LogWork``) and their per-file outcomes merged in file
+order (``_merge_file_scan``): the same ``BundleRead`` as one in-order scan.
 """
 from __future__ import annotations
 
