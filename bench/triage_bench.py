@@ -40,11 +40,15 @@ def _timed(argv: list[str]) -> tuple[float, bytes]:
     return time.perf_counter() - t0, proc.stdout
 
 
-def one_by_one(bundles: list[Path], now: str) -> tuple[float, dict[str, str]]:
+def one_by_one(bundles: list[Path], now: str, per_job: list[float] | None = None) -> tuple[float, dict[str, str]]:
+    """Each bundle diagnosed by its own ``rlhealth diagnose`` process, one after the other; the
+    wall time of each process is appended to ``per_job``."""
     verdicts, t0 = {}, time.perf_counter()
     for b in bundles:
-        _, out = _timed(_rlhealth() + ["diagnose", str(b), "--now", now, "--format", "json"])
+        wall, out = _timed(_rlhealth() + ["diagnose", str(b), "--now", now, "--format", "json"])
         verdicts[str(b)] = json.loads(out)["verdict"]
+        if per_job is not None:
+            per_job.append(wall)
     return time.perf_counter() - t0, verdicts
 
 
@@ -95,11 +99,11 @@ def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, job
     from rlhealth.triage import usable_cores
 
     one_by_one(bundles, now), triage(root, now, jobs)  # warm-up: page cache, compiled bytecode
-    seq, par, single, avail = [], [], [], []
+    seq, par, single, avail, per_job = [], [], [], [], []
     same = True
     for _ in range(runs):
         avail.append(available_parallelism(jobs or usable_cores()))
-        w, v1 = one_by_one(bundles, now)
+        w, v1 = one_by_one(bundles, now, per_job)
         seq.append(w)
         w, v2 = triage(root, now, jobs)
         par.append(w)
@@ -112,11 +116,13 @@ def measure(name: str, root: Path, bundles: list[Path], now: str, runs: int, job
            "one_by_one_jobs_per_min": 60 * n / s, "triage_jobs_per_min": 60 * n / p, "speedup": s / p,
            "pool_speedup": one / p, "same_verdicts": same, "one_by_one_all": seq, "triage_all": par,
            "triage_one_worker_all": single, "load": f"{load_before} -> {_load()}",
-           "available_parallelism": statistics.median(avail), "available_parallelism_all": avail}
+           "available_parallelism": statistics.median(avail), "available_parallelism_all": avail,
+           "per_job_median_s": statistics.median(per_job), "per_job_max_s": max(per_job)}
     print(f"[{name}] {n} jobs: one-by-one median {s:.2f}s ({row['one_by_one_jobs_per_min']:.0f} jobs/min), "
           f"triage median {p:.2f}s ({row['triage_jobs_per_min']:.0f} jobs/min), speedup {row['speedup']:.2f}x; "
           f"triage --jobs 1 {one:.2f}s (pool speedup {row['pool_speedup']:.2f}x; a perfect pool would get "
-          f"{row['available_parallelism']:.2f}x now); same verdicts: {same}")
+          f"{row['available_parallelism']:.2f}x now); one diagnosis (whole process) median {row['per_job_median_s']:.3f}s, "
+          f"max {row['per_job_max_s']:.3f}s; same verdicts: {same}")
     return row
 
 

@@ -9,10 +9,10 @@ so the database of the validated catalog is that early one only when the lists a
 from __future__ import annotations
 
 import threading
-from importlib import resources
 
 from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN
 from rlhealth.probes.scan import Pattern, Scanner
+from rlhealth.signature_files import signature_documents
 
 EXTRACTORS: dict[str, str] = {
     "x_boundary": r"task=\S+/0 \| \[iris setup\] step 1/2",
@@ -50,24 +50,17 @@ def scan_patterns(signatures: list[tuple[str, str, bool]]) -> tuple[Pattern, ...
 
 
 def packaged_signature_patterns() -> list[tuple[str, str, bool]] | None:
-    """``(id, pattern, caseless)`` read straight from the packaged signature files, in the
-    catalog's order (file name), without validating them; None when any file does not read as
-    a mapping with those fields (the catalog then reports it, and compiles what it validated)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    """``(id, pattern, caseless)`` of the packaged signature files, in the catalog's order (file
+    name), not validated; None when any file does not read as a mapping with those fields (the
+    catalog then reports it, and compiles what it validated)."""
     out = []
     try:
-        entries = sorted(resources.files("rlhealth.rules").joinpath("signatures").iterdir(), key=lambda e: e.name)
-        for entry in entries:
-            if not entry.name.endswith(".yaml"):
-                continue
-            doc = yaml.load(entry.read_text(encoding="utf-8"), Loader=loader)
-            key, regex, caseless = doc["id"], doc["pattern"], doc.get("caseless", False)
+        for _, document in signature_documents():
+            key, regex, caseless = document["id"], document["pattern"], document.get("caseless", False)
             if not (isinstance(key, str) and isinstance(regex, str) and isinstance(caseless, bool)):
                 return None
             out.append((key, regex, caseless))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError, AttributeError):
+    except (OSError, TypeError, KeyError, AttributeError):
         return None
     return out
 

@@ -16,6 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rlhealth.signature_files import signature_documents
+
 ID_RE = re.compile(r"^[a-z][a-z0-9_]{3,79}$")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -174,18 +176,17 @@ def load_catalog() -> Catalog:
     errors: list[str] = []
     files: list[str] = []
     signatures: dict[str, Signature] = {}
-    sig_dir = _pkg().joinpath("signatures")
-    for entry in sorted(sig_dir.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
-        rel = f"signatures/{entry.name}"
+    for name, document in signature_documents():
+        rel = f"signatures/{name}"
         files.append(rel)
         try:
-            sig = Signature(**_yaml(entry.read_text(encoding="utf-8")))
-        except (ValidationError, yaml.YAMLError, TypeError, re.error) as exc:
+            if isinstance(document, Exception):
+                raise document
+            sig = Signature(**document)
+        except (ValidationError, yaml.YAMLError, OSError, UnicodeDecodeError, TypeError, re.error) as exc:
             errors.append(f"{rel}: {exc}")
             continue
-        if entry.name != f"{sig.id}.yaml":
+        if name != f"{sig.id}.yaml":
             errors.append(f"{rel}: file stem must equal id {sig.id!r}")
         if sig.id in signatures:
             errors.append(f"{rel}: duplicate signature id {sig.id!r}")

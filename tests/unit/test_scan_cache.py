@@ -12,6 +12,7 @@ from rlhealth.probes import bundle as bundle_mod
 from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.scan import Scanner
+from rlhealth import signature_files
 
 TEXT = (b"(AsyncVLLMInferenceEngine pid=7, ip=10.0.0.1) INFO 08-01 12:00:01 [loggers.py:259] Engine 000: Avg prompt "
         b"throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs\n"
@@ -150,17 +151,42 @@ def test_packaged_signature_files_give_the_catalogs_patterns(patterns):
     assert early is not None and patterns_mod.scan_patterns(early) == patterns
 
 
-def test_unreadable_signature_file_gives_no_early_patterns(monkeypatch, tmp_path):
-    (tmp_path / "a_signature.yaml").write_text("id: [unclosed\n")
+@pytest.fixture
+def signature_dir(monkeypatch, tmp_path):
+    """The packaged signature directory replaced by an empty temporary one (documents re-read)."""
+    monkeypatch.setattr(signature_files, "_directory", lambda: tmp_path)
+    signature_files.signature_documents.cache_clear()
+    yield tmp_path
+    signature_files.signature_documents.cache_clear()
 
-    class Files:
-        def joinpath(self, name):
-            return tmp_path
-    monkeypatch.setattr(patterns_mod.resources, "files", lambda package: Files())
+
+@pytest.mark.parametrize("text", ["id: [unclosed\n", "- a list, not a mapping\n", "id: a_signature\npattern: 7\n",
+                                  "pattern: 'x'\n", "id: a_signature\npattern: 'x'\ncaseless: 'yes please'\n"])
+def test_unusable_signature_file_gives_no_early_patterns(signature_dir, text):
+    (signature_dir / "a_signature.yaml").write_text(text)
     assert patterns_mod.packaged_signature_patterns() is None
-    (tmp_path / "a_signature.yaml").write_text("- a list, not a mapping\n")
+
+
+def test_undecodable_signature_file_gives_no_early_patterns(signature_dir):
+    (signature_dir / "a_signature.yaml").write_bytes(b"id: \xff\xfe\n")
     assert patterns_mod.packaged_signature_patterns() is None
-    (tmp_path / "a_signature.yaml").write_text("id: a_signature\npattern: 7\n")
-    assert patterns_mod.packaged_signature_patterns() is None
-    (tmp_path / "a_signature.yaml").write_text("id: a_signature\npattern: 'x[0-9]+'\n")
-    assert patterns_mod.packaged_signature_patterns() == [("a_signature", "x[0-9]+", False)]
+
+
+def test_early_patterns_read_from_the_signature_files(signature_dir):
+    (signature_dir / "b_signature.yaml").write_text("id: b_signature\npattern: 'y'\ncaseless: true\n")
+    (signature_dir / "a_signature.yaml").write_text("id: a_signature\npattern: 'x[0-9]+'\n")
+    (signature_dir / "README.md").write_text("not a signature")
+    assert patterns_mod.packaged_signature_patterns() == [("a_signature", "x[0-9]+", False), ("b_signature", "y", True)]
+
+
+def test_catalog_names_an_unparseable_signature_file(signature_dir):
+    """The catalog validates the documents the early compile read: a broken file is a CatalogError
+    naming it, not a traceback."""
+    from rlhealth.catalog import CatalogError
+    (signature_dir / "a_signature.yaml").write_text("id: [unclosed\n")
+    load_catalog.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match="signatures/a_signature.yaml"):
+            load_catalog()
+    finally:
+        load_catalog.cache_clear()
