@@ -5,7 +5,9 @@ Reads a MarinSkyRL syncdown (Iris ``jobs/<cluster>/<user>/<job>/`` or Jupiter
 (contract §2), never modifying anything. Every log file is scanned once with the
 compiled signature + extractor database; matched lines are routed to the pure
 parsers. The result (``BundleRead``) holds parsed summaries and a list of evidence
-problems; turning it into rule-engine facts is ``rlhealth.observe``'s job.
+problems; turning it into rule-engine facts is ``rlhealth.observe``'s job. With a forked trial
+reader, the log files are shared with it (``_LogWork``) and their per-file outcomes merged in file
+order (``_merge_file_scan``): the same ``BundleRead`` as one in-order scan.
 """
 from __future__ import annotations
 
@@ -39,6 +41,14 @@ from rlhealth.progress import human_bytes, scan_progress
 LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
 NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
 MAX_KEPT_OCCURRENCES = 3
+STATS_SAMPLES_PER_ENGINE = 400
+"""The newest stats lines kept per engine."""
+MAX_EAGER_LINES = 50
+"""enforce_eager evidence lines kept (the first ones)."""
+MAX_BATCH_COMPLETE = 200
+"""Batch-completion lines kept (the newest ones)."""
+MAX_PHASE_COSTS = 500
+"""Phase durations kept per phase (the newest ones)."""
 
 _PREFILTER_CHECKS = {k: re.compile(EXTRACTORS[k].encode()) for k in EXTRACTOR_PREFILTERS}
 
@@ -280,6 +290,13 @@ class _Router:
         self.boundaries = 0
         self.engine_cache: dict[tuple, tuple[str, str]] = {}
         self.plans: dict[tuple, tuple] = {}
+        self.agg_class = SignatureAgg
+        # What merging this file's outcome after other files' needs (see _merge_file_scan): the
+        # first parsed generation-buffer value with its line, and the first step-progress value
+        # with whether anything else on that line counted as progress.
+        self.genbuf_first: tuple[tuple[int, int], Any] | None = None
+        self.first_step_progress: tuple[tuple[int, int], bool] | None = None
+        self.phases_finished: set[str] = set()
 
     def _plan(self, key_tuple: tuple[str, ...]) -> tuple[frozenset, list[str], frozenset, bool, bool]:
         """What a line with these keys needs: (keys, its signatures sorted, the signatures they
@@ -328,9 +345,9 @@ class _Router:
                     detail = self._exception_line(hit)
                     if detail is not None:
                         occ_k = Occurrence(source=self.source, line=detail[0], text=detail[1], ts=ts, attempt=attempt)
-                        read.signatures.setdefault(k, SignatureAgg(sig)).add(occ_k)
+                        read.signatures.setdefault(k, self.agg_class(sig)).add(occ_k)
                         continue
-                read.signatures.setdefault(k, SignatureAgg(sig)).add(occ)
+                read.signatures.setdefault(k, self.agg_class(sig)).add(occ)
         if trainer_keys:
             self._trainer(hit, keys, occ)
         if not other_extractors:
@@ -340,7 +357,7 @@ class _Router:
             if sample is not None:
                 read.stats_count += 1
                 read.stats_eras.add(sample.era)
-                read.stats.setdefault(sample.engine, deque(maxlen=400)).append(sample)
+                read.stats.setdefault(sample.engine, deque(maxlen=STATS_SAMPLES_PER_ENGINE)).append(sample)
         if "x_engine_model" in keys and read.engine_model is None:
             model = vp.model_from_init_line(text)
             if model:
@@ -351,11 +368,13 @@ class _Router:
                 _add_gpu_name(read, "nvidia_smi", name, occ)
         if "x_eager" in keys:
             value = vp.eager_from_line(text)
-            if value is not None and len(read.eager_lines) < 50:
+            if value is not None and len(read.eager_lines) < MAX_EAGER_LINES:
                 read.eager_lines.append((value, occ))
         if "x_genbuf" in keys:
             gb = tp.parse_gen_buffer(text)
             if gb is not None:
+                if self.genbuf_first is None:
+                    self.genbuf_first = (gb, occ)
                 if gb != read.genbuf_last:
                     read.genbuf_last = gb
                     read.genbuf_last_change = occ
@@ -364,7 +383,7 @@ class _Router:
             parsed = tp.parse_batch_complete(text)
             if parsed is not None:
                 read.batch_complete.append((parsed, occ))
-                if len(read.batch_complete) > 200:
+                if len(read.batch_complete) > MAX_BATCH_COMPLETE:
                     read.batch_complete.pop(0)
         if "x_excbreak" in keys:
             parsed = tp.parse_exception_breakdown(text)
@@ -434,7 +453,7 @@ class _Router:
         read.stats_eras.add(era)
         queue = read.stats.get(engine)
         if queue is None:
-            queue = read.stats[engine] = deque(maxlen=400)
+            queue = read.stats[engine] = deque(maxlen=STATS_SAMPLES_PER_ENGINE)
         queue.append((text, self.source, lineno, engine, era))
 
     def _engine_and_era(self, text: str, m: re.Match) -> tuple[str, str]:
@@ -470,6 +489,7 @@ class _Router:
         read = self.read
         text = hit.text
         progressed = False
+        step_progress_changed = False
         if "x_wandb" in keys:
             parsed = tp.parse_wandb_mirror(text)
             if parsed is not None:
@@ -503,7 +523,9 @@ class _Router:
             sp = tp.parse_step_progress(text)
             if sp is not None:
                 if read.step_progress is None or sp != read.step_progress:
-                    progressed = True
+                    step_progress_changed = True
+                if self.first_step_progress is None:
+                    self.first_step_progress = (sp, None)
                 read.step_progress = sp
                 read.step_progress_occ = occ
         if "x_phase" in keys:
@@ -514,16 +536,20 @@ class _Router:
                     read.phases_open[phase] = occ
                 else:
                     read.phases_open.pop(phase, None)
+                    self.phases_finished.add(phase)
                     if cost is not None:
                         costs = read.phase_costs.setdefault(phase, [])
                         costs.append(cost)
-                        if len(costs) > 500:
+                        if len(costs) > MAX_PHASE_COSTS:
                             del costs[0]
                     if phase == "step":
                         read.steps_finished += 1
                 progressed = True
         if "x_resumed" in keys:
             progressed = True
+        if self.first_step_progress is not None and self.first_step_progress[1] is None:
+            self.first_step_progress = (self.first_step_progress[0], progressed)
+        progressed = progressed or step_progress_changed
         if progressed:
             read.trainer_lines += 1
             if occ.ts is not None and (read.last_trainer_line is None or read.last_trainer_line.ts is None
@@ -531,6 +557,245 @@ class _Router:
                 read.last_trainer_line = occ
             elif read.last_trainer_line is None:
                 read.last_trainer_line = occ
+
+
+# ----------------------------------------------------------------------- log files in parallel
+PARALLEL_SCAN_MIN_BYTES = 32 * 1024 * 1024
+"""Log bytes below which the diagnosing process scans every log file itself (the trial reader
+then gets none: merging per-file outcomes would cost more than it saves)."""
+MAX_FIRST_CHAINS = 8
+"""Per signature and attempt, how many record-early occurrences a file scanned on its own keeps a
+first-occurrence fold for (``_ChainedAgg``); a merge that would need one more rescans the file."""
+MAX_PARALLEL_LOG_FILES = 1024
+"""More log files than this are scanned in the diagnosing process only: every file's own scan is
+held until the in-order merge (a few KiB each even when empty), and the file numbers travel as
+4-byte tokens through one pipe written before the fork (well under its 64 KiB)."""
+
+
+class _ChainedAgg(SignatureAgg):
+    """The ``SignatureAgg`` of one file scanned on its own, which still knows what
+    ``first_by_attempt`` becomes when the file's occurrences come after those of earlier files.
+
+    In order, an occurrence replaces the first P held so far (from an earlier file, so another
+    source) only if both have timestamps and it is earlier; P therefore only decides where the
+    in-file fold starts: at the first occurrence timestamped before P. That occurrence sets a new
+    earliest timestamp in the file ("record-early"); ``chains[attempt]`` holds, for each
+    record-early occurrence in file order, ``[it, the fold of ``earlier`` from it to the end]``.
+    """
+
+    def __init__(self, signature):
+        super().__init__(signature)
+        self.chains: dict[int, list[list]] = {}
+        self.overflow: set[int] = set()
+
+    def add(self, occ) -> None:
+        super().add(occ)
+        key = occ.attempt if occ.attempt is not None else -1
+        chains = self.chains.get(key)
+        if chains is None:
+            chains = self.chains[key] = []
+        for chain in chains:
+            if earlier(occ, chain[1]):
+                chain[1] = occ
+        if occ.ts is not None and (not chains or occ.ts < chains[-1][0].ts):
+            if len(chains) < MAX_FIRST_CHAINS:
+                chains.append([occ, occ])
+            else:
+                self.overflow.add(key)
+
+    def first_after(self, key: int, prior):
+        """``first_by_attempt[key]`` had the file been routed after ``prior`` was the first;
+        ``_UNDECIDED`` when the fold it needs was not kept."""
+        if prior is None:
+            return self.first_by_attempt[key]
+        if prior.ts is None:
+            return prior
+        for start, first in self.chains.get(key, ()):
+            if start.ts < prior.ts:
+                return first
+        return _UNDECIDED if key in self.overflow else prior
+
+
+_UNDECIDED = object()
+
+
+@dataclass
+class _FileScan:
+    """One log file routed on its own into a fresh ``BundleRead`` (``read``), merged into the
+    bundle's in file order by ``_merge_file_scan``. ``lines`` is None when reading it failed with
+    ``error`` (what was routed before the failure is in ``read``, as in an in-order scan)."""
+    index: int
+    read: BundleRead
+    lines: int | None
+    error: str | None
+    genbuf_first: tuple | None
+    first_step_progress: tuple | None
+    phases_finished: set[str]
+
+
+class _LogWork:
+    """The log files of one bundle as work shared between the diagnosing process and its forked
+    trial reader: file numbers, largest file first, as 4-byte tokens in one pipe written (and its
+    write end closed) before the fork, so a 4-byte read claims one file and EOF means all claimed.
+    Each claimed file is routed on its own (``scan_one``); the reader returns its ``_FileScan``s
+    with its trial tally (pickled through the reader's pipe: each is bounded as the router's
+    state is -- capped deques and lists, one record per step)."""
+
+    def __init__(self, root: Path, plan: list[tuple[Path, str, int | None]], sizes: list[int], catalog: Catalog,
+                 reference: float | None, skip: dict[str, re.Pattern], scanner: Scanner):
+        self.root, self.plan, self.catalog = root, plan, catalog
+        self.reference, self.skip, self.scanner = reference, skip, scanner
+        order = sorted(range(len(plan)), key=lambda i: (-sizes[i], i))
+        read_end, write_end = os.pipe()
+        try:
+            os.write(write_end, b"".join(i.to_bytes(4, "little") for i in order))
+        except OSError:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        self.tokens: int | None = read_end
+
+    def claim(self) -> int | None:
+        token = os.read(self.tokens, 4)
+        return int.from_bytes(token, "little") if len(token) == 4 else None
+
+    def close(self) -> None:
+        if self.tokens is not None:
+            os.close(self.tokens)
+            self.tokens = None
+
+    def scan_one(self, index: int) -> _FileScan:
+        path, rel, attempt = self.plan[index]
+        part = BundleRead(root=self.root)
+        router = _Router(part, self.catalog, self.reference, rel, attempt, self.skip, set())
+        router.agg_class = _ChainedAgg
+        try:
+            lines, error = router.scan(self.scanner, path), None
+        except OSError as exc:
+            lines, error = None, f"unreadable log: {exc.strerror or exc}"
+        return _FileScan(index, part, lines, error, router.genbuf_first, router.first_step_progress,
+                         router.phases_finished)
+
+    def in_reader(self) -> dict[int, _FileScan]:
+        """In the forked reader, once the trial chunks ran out: route claimed files until none is
+        left. A file that fails other than by OSError is left out: the parent routes it again in
+        order (and meets the failure where an in-order scan would)."""
+        done: dict[int, _FileScan] = {}
+        while (index := self.claim()) is not None:
+            try:
+                part = self.scan_one(index)
+            except Exception:  # noqa: BLE001 - see above
+                continue
+            for agg in part.read.signatures.values():
+                agg.signature = None      # the parent has the catalog; no need to pickle it
+            done[index] = part
+        return done
+
+
+def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], catalog: Catalog) -> bool:
+    """Add one file routed on its own to ``read`` exactly as if its lines had been routed after
+    every line already in ``read`` (what ``_Router`` does to each ``BundleRead`` field, in order).
+    Returns False, leaving ``read`` untouched, when the per-file outcome cannot decide it (the
+    caller then routes the file again, in order)."""
+    src = part.read
+    # --- first, what depends on the state before the file (decided before anything changes)
+    if (part.first_step_progress is not None and not part.first_step_progress[1]
+            and read.step_progress == part.first_step_progress[0]):
+        return False      # its first step-progress line repeated the last one: no progress in order
+    firsts: dict[tuple[str, int], Any] = {}
+    for k, agg in src.signatures.items():
+        prior_agg = read.signatures.get(k)
+        for key in agg.first_by_attempt:
+            prior = prior_agg.first_by_attempt.get(key) if prior_agg is not None else None
+            chosen = agg.first_after(key, prior)
+            if chosen is _UNDECIDED:
+                return False
+            firsts[(k, key)] = chosen
+    # --- the file's outcome
+    for k, agg in src.signatures.items():
+        into = read.signatures.get(k)
+        if into is None:
+            into = read.signatures[k] = SignatureAgg(catalog.signatures[k])
+        into.count += agg.count
+        into.files |= agg.files
+        room = MAX_KEPT_OCCURRENCES - len(into.kept)
+        if room > 0:
+            into.kept.extend(agg.kept[:room])
+        if agg.last is not None:
+            into.last = agg.last
+        for key in agg.first_by_attempt:
+            into.first_by_attempt[key] = firsts[(k, key)]
+    for k, n in src.suppressed.items():
+        read.suppressed[k] = read.suppressed.get(k, 0) + n
+    read.attempt_boundaries.extend(src.attempt_boundaries)
+    # metrics: the first record of a step across the bundle (each file kept its own first)
+    for record in src.metric_records:
+        if record.step not in seen_steps:
+            seen_steps.add(record.step)
+            read.metric_records.append(record)
+    read.malformed_metric_lines += src.malformed_metric_lines
+    if read.malformed_example is None:
+        read.malformed_example = src.malformed_example
+    read.eval_records += src.eval_records
+    if src.step_progress is not None:
+        read.step_progress, read.step_progress_occ = src.step_progress, src.step_progress_occ
+    # the newest timestamped progress line (ties: the later), else the first one
+    read.trainer_lines += src.trainer_lines
+    newest = src.last_trainer_line
+    if newest is not None:
+        held = read.last_trainer_line
+        if held is None or (newest.ts is not None and (held.ts is None or newest.ts >= held.ts)):
+            read.last_trainer_line = newest
+    # open phases: one finished in the file left the dict (a later start re-enters it at the end);
+    # one only started keeps its place
+    phases = {k: src.phases_open.get(k, occ) for k, occ in read.phases_open.items() if k not in part.phases_finished}
+    for k, occ in src.phases_open.items():
+        if k not in phases:
+            phases[k] = occ
+    read.phases_open = phases
+    for phase, costs in src.phase_costs.items():
+        into_costs = read.phase_costs.setdefault(phase, [])
+        into_costs.extend(costs)
+        if len(into_costs) > MAX_PHASE_COSTS:
+            del into_costs[:len(into_costs) - MAX_PHASE_COSTS]
+    read.steps_finished += src.steps_finished
+    if src.genbuf_last_seen is not None:
+        first_value, first_occ = part.genbuf_first
+        if not (src.genbuf_last_change is first_occ and first_value == read.genbuf_last):
+            read.genbuf_last_change = src.genbuf_last_change
+        read.genbuf_last = src.genbuf_last
+        read.genbuf_last_seen = src.genbuf_last_seen
+    for engine, queue in src.stats.items():
+        into_queue = read.stats.get(engine)
+        if into_queue is None:
+            into_queue = read.stats[engine] = deque(maxlen=queue.maxlen)
+        into_queue.extend(queue)
+    read.stats_count += src.stats_count
+    read.stats_eras |= src.stats_eras
+    room = MAX_EAGER_LINES - len(read.eager_lines)
+    if room > 0:
+        read.eager_lines.extend(src.eager_lines[:room])
+    if read.engine_model is None:
+        read.engine_model = src.engine_model
+    for kind, name, occ in src.gpu_names:
+        _add_gpu_name(read, kind, name, occ)
+    read.batch_complete.extend(src.batch_complete)
+    if len(read.batch_complete) > MAX_BATCH_COMPLETE:
+        del read.batch_complete[:len(read.batch_complete) - MAX_BATCH_COMPLETE]
+    for name, n in src.exc_breakdown.items():
+        read.exc_breakdown[name] = read.exc_breakdown.get(name, 0) + n
+    if src.exc_breakdown_occ is not None:
+        read.exc_breakdown_occ = src.exc_breakdown_occ
+    if src.use_tis is not None:
+        read.use_tis = src.use_tis
+    read.weight_reload += src.weight_reload
+    if read.generator_init is None:
+        read.generator_init = src.generator_init
+    if read.source_rev is None:
+        read.source_rev = src.source_rev
+    return True
+
 
 
 def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
@@ -618,14 +883,6 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if read.manifest is None and read.capture is None and "manifest.json" not in [p.source for p in read.problems]:
         read.problems.append(ProblemNote(source="manifest.json", reason="no manifest.json and no rlhealth capture"))
     scanner = scanner_for(catalog)      # before the trial reader: no compile thread when it forks
-    # --- trials, started now: they need nothing from the logs
-    trials_job = None
-    trace_root = root / "trace_jobs"
-    if trace_root.is_dir() and not trace_root.is_symlink():
-        aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
-        trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
-                                       since=_current_attempt_start(read))
-    # --- logs
     reference = read.newest_evidence or now_epoch
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
     files = _log_files(root, read.capture_dir)
@@ -641,16 +898,63 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
             else:
                 read.current_leg_missing = True
     read.leg_ids = legs
-    seen_steps: set[int] = set()
-    progress = scan_progress(len(files))
-    scanned_bytes = 0
-    for index, (path, rel) in enumerate(files, start=1):
-        if progress.enabled:
-            progress.update(index - 1, f"{rel} ({human_bytes(scanned_bytes)} scanned)")
+    plan: list[tuple[Path, str, int | None]] = []
+    for path, rel in files:
         leg = _slurm_leg(rel)
         if rel in ("finelog.log", "finelog.stderr") and read.layout == "jupiter":
             leg = bundle_leg if bundle_leg in legs else (legs[-1] if legs else None)
-        attempt = legs.index(leg) + 1 if leg in legs else None
+        plan.append((path, rel, legs.index(leg) + 1 if leg in legs else None))
+    # --- trials, started now: they need nothing from the logs. The forked trial reader, once the
+    # trial directories are all claimed, claims log files too (``_LogWork``).
+    trials_job = None
+    log_work = None
+    trace_root = root / "trace_jobs"
+    if trace_root.is_dir() and not trace_root.is_symlink():
+        log_work = _parallel_log_work(root, plan, catalog, reference, skip, scanner)
+        aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
+        try:
+            trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
+                                           since=_current_attempt_start(read),
+                                           after=log_work.in_reader if log_work is not None else None)
+        except BaseException:
+            if log_work is not None:
+                log_work.close()
+            raise
+        if log_work is not None and not getattr(trials_job, "forked", False):
+            log_work.close()
+            log_work = None
+    # --- logs
+    seen_steps: set[int] = set()
+    progress = scan_progress(len(files))
+    parts: dict[int, _FileScan] = {}
+    if log_work is not None:
+        # this process claims files too (largest first); every file is merged in file order below
+        claimed = 0
+        while (index := log_work.claim()) is not None:
+            if progress.enabled:
+                progress.update(claimed, plan[index][1])
+            claimed += 1
+            try:
+                parts[index] = log_work.scan_one(index)
+            except Exception:  # noqa: BLE001 - routed again in order below, failing where it would
+                pass
+        log_work.close()
+        read.trials = trials_job.result()
+        for extra in trials_job.after_results:
+            if isinstance(extra, dict):
+                parts.update((i, p) for i, p in extra.items() if isinstance(p, _FileScan) and i not in parts)
+    scanned_bytes = 0
+    for index, (path, rel, attempt) in enumerate(plan):
+        part = parts.pop(index, None)
+        if part is not None and _merge_file_scan(read, part, seen_steps, catalog):
+            if part.error is None:
+                read.lines_read += part.lines
+                read.log_files.append(rel)
+            else:
+                read.problems.append(ProblemNote(source=rel, reason=part.error))
+            continue
+        if progress.enabled and log_work is None:
+            progress.update(index, f"{rel} ({human_bytes(scanned_bytes)} scanned)")
         router = _Router(read, catalog, reference, rel, attempt, skip, seen_steps)
         try:
             read.lines_read += router.scan(scanner, path)
@@ -668,8 +972,31 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     # --- trials (read in a forked process while the logs are scanned; see BackgroundSummary)
     if trials_job is not None:
         read.trace_dir_exists = True
-        read.trials = trials_job.result()
+        if read.trials is None:
+            read.trials = trials_job.result()
     return read
+
+
+def _parallel_log_work(root: Path, plan: list[tuple[Path, str, int | None]], catalog: Catalog,
+                       reference: float | None, skip: dict[str, re.Pattern], scanner: Scanner) -> _LogWork | None:
+    """The log files as work a forked trial reader can share (``_LogWork``), when worth it: two
+    to MAX_PARALLEL_LOG_FILES files, PARALLEL_SCAN_MIN_BYTES in all, the fast routing on. None otherwise."""
+    if not FAST_ROUTING or not 2 <= len(plan) <= MAX_PARALLEL_LOG_FILES:
+        return None
+    sizes = []
+    for path, _, _ in plan:
+        try:
+            sizes.append(os.stat(path).st_size)
+        except OSError:
+            sizes.append(0)
+    if sum(sizes) < PARALLEL_SCAN_MIN_BYTES:
+        return None
+    if max(sizes) >= scan_mod.NUMPY_MIN_BYTES:
+        scanner.preload_numpy()     # imported once before the fork: its pages stay shared
+    try:
+        return _LogWork(root, plan, sizes, catalog, reference, skip, scanner)
+    except OSError:
+        return None
 
 
 CONTINUATION_LOOKBACK_LINES = 200

@@ -98,6 +98,10 @@ class Scanner:
             self._count_nonzero = getattr(getattr(core, "_multiarray_umath", None), "count_nonzero", numpy.count_nonzero)
         return self._np
 
+    def preload_numpy(self) -> None:
+        """Import numpy now (a process about to fork readers that scan big files shares it)."""
+        self._numpy()
+
     def scan_file(self, path: Path, source: str, on_hit: Callable[[LineHit], None],
                   block_bytes: int = BLOCK_BYTES) -> int:
         """Scan one file, calling ``on_hit`` for each matching line in order.

@@ -3,7 +3,8 @@
 Fast path: ``Scanner.iter_blocks`` (memoryview blocks, seek instead of carry copies, numpy
 newline positions), ``_Router.scan`` (no ``LineHit`` for stats-only lines, stats samples and
 their timestamps built only for the lines kept), trials read in forked processes while the
-logs are scanned. Straightforward path: the original block scanner below (carry + data, one
+logs are scanned, the forked reader then routing log files too (merged in file order; the cases of
+that merge are in tests/unit/test_parallel_scan.py). Straightforward path: the original block scanner below (carry + data, one
 ``bytes.count`` per match), ``Scanner.scan_file`` + ``_Router.__call__`` for every line,
 trials read one by one in-process.
 
@@ -203,7 +204,9 @@ def _reference_path(monkeypatch, block_bytes=None):
                             reference_scan_file(self, path, source, on_hit, block_bytes=block_bytes_))
 
     class Sync:
-        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, log_bytes=0):
+        forked = False
+
+        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None):
             self.args = (trace_root, aliases, sample_size, since)
 
         def result(self):
@@ -218,6 +221,8 @@ def _fast_path(monkeypatch, block_bytes=None):
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)       # processes even for tiny corpora
     monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 3)
+    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 0)  # the reader shares the log files too
     if block_bytes is not None:
         original = scan_mod.Scanner.iter_blocks
         monkeypatch.setattr(scan_mod.Scanner, "iter_blocks",

@@ -31,7 +31,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -792,12 +792,24 @@ def _read_claimed(root: bytes, chunks: list[bytes], tokens: int, aliases: dict[s
 
 
 def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
-                  since: float | None, sample_size: int) -> None:
+                  since: float | None, sample_size: int, after: Callable[[], Any] | None = None) -> None:
+    """Read claimed trial chunks, then run ``after`` (more claimed work, see BackgroundSummary),
+    then send ``(tally or None, after's result or None)`` once, so the parent never waits on a
+    reader blocked in a send while it still has work."""
     try:
-        tally = TrialTally(since, sample_size)
-        _read_claimed(root, chunks, tokens, aliases, tally)
-        send.send(tally)
-    except BaseException:  # noqa: BLE001 - the parent re-reads everything in-process
+        tally: TrialTally | None = TrialTally(since, sample_size)
+        try:
+            _read_claimed(root, chunks, tokens, aliases, tally)
+        except BaseException:  # noqa: BLE001 - the parent re-reads every trial in-process
+            tally = None
+        extra = None
+        if after is not None:
+            try:
+                extra = after()
+            except BaseException:  # noqa: BLE001 - the parent redoes whatever ``after`` did not return
+                extra = None
+        send.send((tally, extra))
+    except BaseException:  # noqa: BLE001 - a failed send: the parent redoes everything in-process
         pass
     finally:
         send.close()
@@ -824,10 +836,15 @@ class BackgroundSummary:
     the coherence sample. It returns exactly what a sequential read returns; with fewer than
     PROCESS_MIN_TRIALS directories, without fork, with one CPU, in a process running other threads,
     or if a reader fails, it reads (again) in-process.
+
+    ``after``: work a reader does once the trial chunks run out (the log files it claims, see
+    ``probes.bundle``), run in the forked reader only; what it returns is in ``after_results``
+    once ``result()`` returned (one entry per reader; None for a reader that failed). ``forked``
+    says whether any reader runs (if not, ``after`` never runs).
     """
 
     def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
-                 since: float | None = None, workers: int = 4):
+                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None):
         self._trace_root = trace_root
         self._root = os.fsencode(trace_root)
         self._aliases = aliases
@@ -836,6 +853,7 @@ class BackgroundSummary:
         self._chunks = list_trials(trace_root)
         self._readers: list[tuple[Any, Any]] = []
         self._tokens: int | None = None
+        self.after_results: list[Any] = []
         procs = min(workers, _cpus())
         if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
             return
@@ -851,7 +869,7 @@ class BackgroundSummary:
             for _ in range(procs - 1):
                 recv, send = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_reader_child, name="rlhealth-trials", daemon=True,
-                                   args=(send, self._root, self._chunks, read_end, aliases, since, sample_size))
+                                   args=(send, self._root, self._chunks, read_end, aliases, since, sample_size, after))
                 proc.start()
                 send.close()
                 self._readers.append((proc, recv))
@@ -859,6 +877,10 @@ class BackgroundSummary:
             pass
         finally:
             gc.unfreeze()
+
+    @property
+    def forked(self) -> bool:
+        return bool(self._readers)
 
     def _tally_in_process(self) -> TrialTally:
         tally = TrialTally(self._since, self._sample_size)
@@ -878,12 +900,14 @@ class BackgroundSummary:
             self._tokens = None
         for proc, recv in self._readers:
             try:
-                part = recv.recv()
-            except (EOFError, OSError, ValueError, TypeError, AttributeError, ImportError):
-                part = None
+                message = recv.recv()
+            except Exception:  # noqa: BLE001 - EOF (a dead reader), a torn or unloadable message
+                message = None
             finally:
                 recv.close()
                 proc.join()
+            part, extra = message if isinstance(message, tuple) and len(message) == 2 else (None, None)
+            self.after_results.append(extra)
             if isinstance(part, TrialTally) and tally is not None:
                 tally.merge(part)
             else:
