@@ -797,7 +797,6 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
     return True
 
 
-
 def _log_files(root: Path, capture_dir: Path | None) -> list[tuple[Path, str]]:
     files: list[tuple[Path, str]] = []
     for name in ("finelog.log", "finelog.stderr"):
