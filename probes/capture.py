@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlhealth.packaged import packaged_yaml
+
 CAPTURE_FORMAT = 1
 CAPTURES_DIR = Path("rlhealth") / "captures"
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -25,17 +27,12 @@ ControllerStateName = Literal[
     "worker_failed", "unschedulable", "absent",
 ]
 def _value_sets() -> dict[str, list[str]]:
-    import yaml
-    from importlib import resources
-    return yaml.safe_load(resources.files("rlhealth.rules").joinpath("sets.yaml").read_text(encoding="utf-8"))
+    return packaged_yaml("sets.yaml")
 
 
 @functools.lru_cache(maxsize=1)
 def _capture_probes_file() -> dict:
-    import yaml
-    from importlib import resources
-    text = resources.files("rlhealth.rules").joinpath("capture_probes.yaml").read_text(encoding="utf-8")
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    return packaged_yaml("capture_probes.yaml") or {}
 
 
 def capture_probe_policy() -> dict:

@@ -18,12 +18,10 @@ import posixpath
 import subprocess
 import sys
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlhealth.packaged import packaged_yaml
 from rlhealth.probes.capture import CaptureWriter, JobInfo, ModelInfo, PlacementInfo, ProbeRecord
 from rlhealth.probes.parse import flight_recorder as frp
 from rlhealth.probes.parse import launch as lp
@@ -34,12 +32,12 @@ FR_DIR = "flight_recorder"
 
 @lru_cache(maxsize=1)
 def policy() -> dict[str, Any]:
-    return yaml.safe_load(resources.files("rlhealth.rules").joinpath("live_evidence.yaml").read_text())
+    return packaged_yaml("live_evidence.yaml")
 
 
 @lru_cache(maxsize=1)
 def _fixes() -> dict[str, str]:
-    data = yaml.safe_load(resources.files("rlhealth.rules").joinpath("capture_probes.yaml").read_text())
+    data = packaged_yaml("capture_probes.yaml")
     return dict(data.get("fixes") or {})
 
 
@@ -65,7 +63,7 @@ def _stall_threshold_s() -> float | None:
     name = (policy().get("flight_recorder") or {}).get("when_progress_older_than")
     if not name:
         return None
-    thresholds = yaml.safe_load(resources.files("rlhealth.rules").joinpath("thresholds.yaml").read_text())
+    thresholds = packaged_yaml("thresholds.yaml")
     value = thresholds.get(name)
     return float(value) if isinstance(value, (int, float)) else None
 

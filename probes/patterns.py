@@ -12,7 +12,7 @@ import threading
 
 from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN
 from rlhealth.probes.scan import Pattern, Scanner
-from rlhealth.signature_files import signature_documents
+from rlhealth.packaged import signature_documents
 
 EXTRACTORS: dict[str, str] = {
     "x_boundary": r"task=\S+/0 \| \[iris setup\] step 1/2",

@@ -16,14 +16,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rlhealth.signature_files import signature_documents
+from rlhealth.packaged import packaged_text, parse_yaml, signature_documents
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]{3,79}$")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _yaml(text: str):
-    return yaml.load(text, Loader=_LOADER)
+_yaml = parse_yaml
 
 
 class CatalogError(Exception):
@@ -151,11 +147,7 @@ def _pkg():
     return resources.files("rlhealth.rules")
 
 
-def _read(rel: str) -> str:
-    node = _pkg()
-    for part in rel.split("/"):
-        node = node.joinpath(part)
-    return node.read_text(encoding="utf-8")
+_read = packaged_text
 
 
 def _csv(rel: str) -> list[dict[str, Any]]:

@@ -13,9 +13,8 @@ import json
 import re
 import shlex
 from functools import lru_cache
-from importlib import resources
 
-import yaml
+from rlhealth.packaged import packaged_yaml
 
 _OVERRIDE = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][\w.\-]*)=")
 
@@ -26,7 +25,7 @@ def _norm(name: str) -> str:
 
 @lru_cache(maxsize=1)
 def load_mode_rules() -> dict:
-    doc = yaml.safe_load(resources.files("rlhealth.rules").joinpath("mode.yaml").read_text(encoding="utf-8"))
+    doc = packaged_yaml("mode.yaml")
     return {"sections": frozenset(_norm(x) for x in doc["harness_sections"]),
             "leaves": frozenset(_norm(x) for x in doc["harness_leaf_keys"]),
             "flags": frozenset(_norm(x) for x in doc["harness_flags"])}

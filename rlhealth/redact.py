@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 
-import yaml
+from rlhealth.packaged import packaged_yaml
 
 __all__ = ["redact", "scan", "SecretMatch", "SHAPE_NAMES"]
 
@@ -39,7 +38,7 @@ class SecretMatch:
 
 
 def _load_shapes() -> tuple[tuple[_Shape, ...], re.Pattern]:
-    raw = yaml.safe_load(resources.files("rlhealth.rules").joinpath("secret_shapes.yaml").read_text("utf-8"))
+    raw = packaged_yaml("secret_shapes.yaml")
     shapes: list[_Shape] = []
     parts: list[str] = []
     for entry in raw["shapes"]:

@@ -125,3 +125,23 @@ def test_every_fatal_or_hang_signature_is_read_by_a_finding_rule():
     silent = [s.id for s in CATALOG.signatures.values()
               if s.severity in ("fatal", "hang") and not any(accepts(c, s) for c in readers)]
     assert not silent, silent
+
+
+def test_packaged_yaml_reads_every_file_as_yaml_safe_load_does():
+    """The packaged files are parsed with libyaml's safe loader (``rlhealth.packaged``): the same
+    documents as PyYAML's own ``yaml.safe_load`` for every YAML file of the package."""
+    from rlhealth.packaged import packaged_text, packaged_yaml
+
+    rules_pkg = resources.files("rlhealth.rules")
+    names = []
+    stack = [("", rules_pkg)]
+    while stack:
+        prefix, node = stack.pop()
+        for entry in node.iterdir():
+            if entry.is_dir():
+                stack.append((f"{prefix}{entry.name}/", entry))
+            elif entry.name.endswith(".yaml"):
+                names.append(f"{prefix}{entry.name}")
+    assert len(names) > 60
+    for name in sorted(names):
+        assert packaged_yaml(name) == yaml.safe_load(packaged_text(name)), name

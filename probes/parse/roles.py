@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
+from rlhealth.packaged import packaged_yaml
 
 
 @dataclass
@@ -88,5 +87,4 @@ def gpu_roles(inventory: list[dict], apps: list[dict], ps_rows: list[dict],
 @lru_cache(maxsize=1)
 def load_role_table() -> RoleTable:
     """The packaged role table (``rules/process_roles.yaml``)."""
-    text = resources.files("rlhealth.rules").joinpath("process_roles.yaml").read_text()
-    return RoleTable.from_data(yaml.safe_load(text))
+    return RoleTable.from_data(packaged_yaml("process_roles.yaml"))

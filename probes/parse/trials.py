@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import orjson
 
+from rlhealth.packaged import packaged_yaml
 from rlhealth.probes.parse.timestamps import parse_iso
 
 RESULT_FULL_READ_BYTES = 16 * 1024 * 1024
@@ -424,9 +425,7 @@ def _script(ch: str) -> str | None:
 @functools.lru_cache(maxsize=1)
 def coherence_limits() -> dict[str, float]:
     """rules/coherence.yaml: the classifier's limits (data, not code)."""
-    import yaml
-    from importlib import resources
-    doc = yaml.safe_load(resources.files("rlhealth.rules").joinpath("coherence.yaml").read_text(encoding="utf-8"))
+    doc = packaged_yaml("coherence.yaml")
     return {k: float(v) for k, v in doc.items() if k != "version"}
 
 

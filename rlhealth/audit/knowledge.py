@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 
-import yaml
+from rlhealth.packaged import packaged_yaml
 
 
 @lru_cache(maxsize=1)
 def audit_rules() -> dict:
-    doc = yaml.safe_load(resources.files("rlhealth.rules").joinpath("audit.yaml").read_text(encoding="utf-8"))
+    doc = packaged_yaml("audit.yaml")
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise ValueError("rules/audit.yaml: expected a mapping with version: 1")
     return doc

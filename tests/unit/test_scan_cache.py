@@ -12,7 +12,7 @@ from rlhealth.probes import bundle as bundle_mod
 from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.scan import Scanner
-from rlhealth import signature_files
+from rlhealth import packaged
 
 TEXT = (b"(AsyncVLLMInferenceEngine pid=7, ip=10.0.0.1) INFO 08-01 12:00:01 [loggers.py:259] Engine 000: Avg prompt "
         b"throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs\n"
@@ -154,10 +154,10 @@ def test_packaged_signature_files_give_the_catalogs_patterns(patterns):
 @pytest.fixture
 def signature_dir(monkeypatch, tmp_path):
     """The packaged signature directory replaced by an empty temporary one (documents re-read)."""
-    monkeypatch.setattr(signature_files, "_directory", lambda: tmp_path)
-    signature_files.signature_documents.cache_clear()
+    monkeypatch.setattr(packaged, "_signature_directory", lambda: tmp_path)
+    packaged.signature_documents.cache_clear()
     yield tmp_path
-    signature_files.signature_documents.cache_clear()
+    packaged.signature_documents.cache_clear()
 
 
 @pytest.mark.parametrize("text", ["id: [unclosed\n", "- a list, not a mapping\n", "id: a_signature\npattern: 7\n",
