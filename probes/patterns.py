@@ -67,24 +67,27 @@ def packaged_signature_patterns() -> list[tuple[str, str, bool]] | None:
 
 _SCANNERS: dict[tuple[Pattern, ...], Scanner] = {}
 _COMPILING: dict[tuple[Pattern, ...], tuple[threading.Thread, list]] = {}
+_LOCK = threading.Lock()
+"""Serializes ``prepare`` and ``scanner``: diagnoses may run in threads (the MCP server)."""
 
 
 def prepare(patterns: tuple[Pattern, ...]) -> None:
     """Start compiling the database of ``patterns`` in a thread; ``scanner`` waits for it. A failed
     compilation is raised by ``scanner``, in the caller's thread."""
-    if patterns in _SCANNERS or patterns in _COMPILING:
-        return
-    box: list = []
+    with _LOCK:
+        if patterns in _SCANNERS or patterns in _COMPILING:
+            return
+        box: list = []
 
-    def build() -> None:
-        try:
-            box.append(Scanner(list(patterns)))
-        except BaseException as exc:     # handed to scanner()
-            box.append(exc)
+        def build() -> None:
+            try:
+                box.append(Scanner(list(patterns)))
+            except BaseException as exc:     # handed to scanner()
+                box.append(exc)
 
-    thread = threading.Thread(target=build, name="rlhealth-pattern-compile", daemon=True)
-    _COMPILING[patterns] = (thread, box)
-    thread.start()
+        thread = threading.Thread(target=build, name="rlhealth-pattern-compile", daemon=True)
+        _COMPILING[patterns] = (thread, box)
+        thread.start()
 
 
 def prepare_packaged() -> None:
@@ -98,14 +101,19 @@ def scanner(patterns: tuple[Pattern, ...]) -> Scanner:
     """The one scanner of ``patterns``. Joins every compilation ``prepare`` started, this one's
     and any other's (a database started for other patterns is dropped), so no compile thread is
     left running when a reader forks."""
-    for key, (thread, box) in list(_COMPILING.items()):
-        thread.join()
-        del _COMPILING[key]
-        if key == patterns:
-            if not isinstance(box[0], Scanner):
-                raise box[0]
-            _SCANNERS[key] = box[0]
-    found = _SCANNERS.get(patterns)
-    if found is None:
-        found = _SCANNERS[patterns] = Scanner(list(patterns))
-    return found
+    with _LOCK:
+        failed: BaseException | None = None
+        for key, (thread, box) in list(_COMPILING.items()):
+            thread.join()
+            del _COMPILING[key]
+            if key == patterns:
+                if isinstance(box[0], Scanner):
+                    _SCANNERS[key] = box[0]
+                else:
+                    failed = box[0]
+        if failed is not None:
+            raise failed
+        found = _SCANNERS.get(patterns)
+        if found is None:
+            found = _SCANNERS[patterns] = Scanner(list(patterns))
+        return found

@@ -190,3 +190,27 @@ def test_catalog_names_an_unparseable_signature_file(signature_dir):
             load_catalog()
     finally:
         load_catalog.cache_clear()
+
+
+def test_scanner_from_many_threads_is_one_scanner(patterns):
+    """Diagnoses run in threads in the MCP server: concurrent callers get the one scanner of a
+    prepared compilation, without a second compilation or a lost entry."""
+    import threading
+
+    wanted = patterns[:4] + (scan_mod.Pattern("only_in_this_test", "threads test"),)
+    patterns_mod.prepare(wanted)
+    got, errors = [], []
+
+    def call():
+        try:
+            got.append(patterns_mod.scanner(wanted))
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == 8 and all(s is got[0] for s in got)
+    assert wanted not in patterns_mod._COMPILING
+    patterns_mod._SCANNERS.pop(wanted)
