@@ -15,7 +15,6 @@ import json
 import os
 import re
 import sys
-import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:   # the reader is handed the catalog; it never loads the rule base itself
     from rlhealth.catalog import Catalog, Signature
-from rlhealth.facts import Evidence, Occurrence, ProblemNote
+from rlhealth.facts import Occurrence, ProblemNote
 from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
@@ -33,7 +32,7 @@ from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
 from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS, scan_patterns
-from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary, summarize_trials
+from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary
 from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 from rlhealth.progress import human_bytes, scan_progress
@@ -177,11 +176,6 @@ class BundleRead:
 
 def _catalog_patterns(catalog: Catalog) -> tuple[Pattern, ...]:
     return scan_patterns([(s.id, s.pattern, s.caseless) for s in catalog.signatures.values()])
-
-
-def prepare_scanner(catalog: Catalog) -> None:
-    """Start compiling the catalog's pattern database in a thread (see ``patterns.prepare``)."""
-    patterns_mod.prepare(_catalog_patterns(catalog))
 
 
 def scanner_for(catalog: Catalog) -> Scanner:
