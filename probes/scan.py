@@ -19,6 +19,15 @@ import hyperscan
 
 from rlhealth.probes.textio import clean_line
 
+try:
+    from rlhealth import _linescan
+except ImportError:     # a build without the C extension: the Python implementation
+    _linescan = None
+
+LINE_ENGINE = "c" if _linescan is not None else "python"
+"""Who turns a block's matches into matching lines: "c" (``rlhealth._linescan``, no newline mask,
+no numpy) or "python" (``Scanner._lines_python``); both give the same lines (tests/unit/test_linescan.py)."""
+
 BLOCK_BYTES = 8 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
 NUMPY_MIN_BYTES = 256 * 1024
@@ -99,8 +108,10 @@ class Scanner:
         return self._np
 
     def preload_numpy(self) -> None:
-        """Import numpy now (a process about to fork readers that scan big files shares it)."""
-        self._numpy()
+        """Import numpy now if the scan will use it (a process about to fork readers that scan
+        big files shares it); the C line engine does not."""
+        if LINE_ENGINE != "c":
+            self._numpy()
 
     def scan_file(self, path: Path, source: str, on_hit: Callable[[LineHit], None],
                   block_bytes: int = BLOCK_BYTES) -> int:
@@ -131,13 +142,13 @@ class Scanner:
         """
         max_line = MAX_LINE_BYTES
         cap = block_bytes + max_line
-        # One read buffer and one newline mask, reused for every block of every file: a fresh
+        # One read buffer and one newline mask (Python line engine), reused for every block of every file: a fresh
         # 8 MiB bytes object (and comparison array) per block fragmented the malloc heap, so RSS
         # grew with the number of blocks, i.e. with the log size. The yielded buffer is only valid
         # until the next block is read. A concurrent scan with the same Scanner gets its own.
         owned = self._buffer_lock.acquire(blocking=False)
         try:
-            small = _file_size(path) < NUMPY_MIN_BYTES
+            small = LINE_ENGINE == "c" or _file_size(path) < NUMPY_MIN_BYTES     # no newline mask needed
             if owned:
                 if self._buffers is None or len(self._buffers[0]) != cap or (not small and self._buffers[1] is None):
                     self._buffers = None
@@ -196,14 +207,24 @@ class Scanner:
                     break
 
     def _scan_block(self, block: bytes | bytearray, end: int, mask=None) -> tuple[int, list]:
-        """Scan ``block[:end]``: (newlines in it, matching lines). ``mask``: a reusable bool array."""
+        """Scan ``block[:end]``: (newlines in it, matching lines). ``mask``: a reusable bool array
+        (the Python path's newline mask)."""
+        data = memoryview(block)[:end] if end != len(block) else block
+        if LINE_ENGINE == "c":
+            collector = _linescan.Collector()
+            self._db.scan(data, match_event_handler=collector)
+            return collector.lines(block, end, self._key_cache, self._keys)
         matches: list[tuple[int, int]] = []
         append = matches.append
 
         def on_match(pid, _from, to, _flags, _ctx):
             append((to, pid))
 
-        self._db.scan(memoryview(block)[:end] if end != len(block) else block, match_event_handler=on_match)
+        self._db.scan(data, match_event_handler=on_match)
+        return self._lines_python(block, end, matches, mask)
+
+    def _lines_python(self, block: bytes | bytearray, end: int, matches: list[tuple[int, int]], mask) -> tuple[int, list]:
+        """What ``_linescan.Collector.lines`` computes, in Python (for a build without the extension)."""
         if end < NUMPY_MIN_BYTES:
             count_bytes = block.count
 

@@ -1,0 +1,330 @@
+/* Matching lines of a scanned block: the per-match work of probes/scan.py in C.
+ *
+ * ``Collector()`` is the hyperscan match handler: called as handler(id, from, to, flags, context)
+ * it records (to, id) in a C array. ``collector.lines(block, end, key_cache, keys_of)`` then
+ * returns ``(newlines, hits)`` for ``block[:end]`` and empties the collector, exactly as
+ * ``Scanner._scan_block_python`` computes them:
+ *   - matches in (to, id) order; the line of a match is the one holding its last byte (to - 1);
+ *   - a match whose to - 1 is at most the current line's end belongs to that line;
+ *   - hits: one ``(line_start, line_end, newlines_before_line_start, keys)`` per matching line,
+ *     ``line_end`` at the line's newline (or ``end``); ``keys`` is ``key_cache[id]`` for a line
+ *     matched by one pattern (``(keys_of[id],)``, stored in ``key_cache`` when missing) and the
+ *     sorted tuple of the distinct ``keys_of[id]`` of its patterns otherwise;
+ *   - newlines: the number of b"\n" in ``block[:end]``.
+ * A collector is used by one scan at a time (the caller makes one per scan).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+typedef struct {
+    unsigned long long to;
+    unsigned int id;
+} Match;
+
+typedef struct {
+    PyObject_HEAD
+    Match *items;
+    Py_ssize_t size;
+    Py_ssize_t capacity;
+} Collector;
+
+#if defined(__SSE2__)
+/* 16 bytes a step: compare, subtract the all-ones lanes into byte counters (at most 255 steps
+ * before they could wrap), then sum the counters with psadbw. */
+static Py_ssize_t
+count_newlines_sse2(const unsigned char *p, Py_ssize_t n)
+{
+    const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+    Py_ssize_t count = 0, i = 0;
+    while (n - i >= 16) {
+        __m128i acc = zero;
+        for (int step = 0; step < 255 && n - i >= 16; step++, i += 16)
+            acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i)), nl));
+        __m128i sums = _mm_sad_epu8(acc, zero);
+        count += _mm_cvtsi128_si32(sums) + _mm_extract_epi16(sums, 4);
+    }
+    for (; i < n; i++)
+        count += p[i] == '\n';
+    return count;
+}
+#endif
+
+static Py_ssize_t
+count_newlines(const unsigned char *p, Py_ssize_t n)
+{
+#if defined(__SSE2__)
+    return count_newlines_sse2(p, n);
+#else
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        count += p[i] == '\n';
+    return count;
+#endif
+}
+
+/* Last newline in p[0:stop) or -1 (bytes.rfind semantics). */
+static Py_ssize_t
+rfind_newline(const unsigned char *p, Py_ssize_t stop)
+{
+    if (stop <= 0)
+        return -1;
+#if defined(__GLIBC__)
+    const unsigned char *q = memrchr(p, '\n', (size_t)stop);
+    return q == NULL ? -1 : (Py_ssize_t)(q - p);
+#else
+    while (stop-- > 0)
+        if (p[stop] == '\n')
+            return stop;
+    return -1;
+#endif
+}
+
+/* First newline in p[start:stop) or -1. */
+static Py_ssize_t
+find_newline(const unsigned char *p, Py_ssize_t start, Py_ssize_t stop)
+{
+    if (start >= stop)
+        return -1;
+    const unsigned char *q = memchr(p + start, '\n', (size_t)(stop - start));
+    return q == NULL ? -1 : (Py_ssize_t)(q - p);
+}
+
+static int
+match_order(const void *a, const void *b)
+{
+    const Match *x = a, *y = b;
+    if (x->to != y->to)
+        return x->to < y->to ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static PyObject *
+Collector_call(Collector *self, PyObject *args, PyObject *kwargs)
+{
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Collector takes positional arguments only");
+        return NULL;
+    }
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 3) {
+        PyErr_SetString(PyExc_TypeError, "Collector(id, from, to, ...) needs at least 3 arguments");
+        return NULL;
+    }
+    unsigned long id = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(args, 0));
+    if (id == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    unsigned long long to = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(args, 2));
+    if (to == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (id > UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "pattern id out of range");
+        return NULL;
+    }
+    if (self->size == self->capacity) {
+        Py_ssize_t capacity = self->capacity ? self->capacity * 2 : 1024;
+        Match *items = PyMem_Realloc(self->items, (size_t)capacity * sizeof(Match));
+        if (items == NULL)
+            return PyErr_NoMemory();
+        self->items = items;
+        self->capacity = capacity;
+    }
+    self->items[self->size].to = to;
+    self->items[self->size].id = (unsigned int)id;
+    self->size++;
+    Py_RETURN_NONE;
+}
+
+/* keys for one pattern id: key_cache[id], filled with (keys_of[id],) when missing. New reference. */
+static PyObject *
+single_keys(PyObject *key_cache, PyObject *keys_of, unsigned int id)
+{
+    PyObject *pid = PyLong_FromUnsignedLong(id);
+    if (pid == NULL)
+        return NULL;
+    PyObject *keys = PyDict_GetItemWithError(key_cache, pid);
+    if (keys != NULL) {
+        Py_DECREF(pid);
+        Py_INCREF(keys);
+        return keys;
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(pid);
+        return NULL;
+    }
+    PyObject *key = PySequence_GetItem(keys_of, (Py_ssize_t)id);
+    if (key == NULL) {
+        Py_DECREF(pid);
+        return NULL;
+    }
+    keys = PyTuple_Pack(1, key);
+    Py_DECREF(key);
+    if (keys == NULL || PyDict_SetItem(key_cache, pid, keys) < 0) {
+        Py_DECREF(pid);
+        Py_XDECREF(keys);
+        return NULL;
+    }
+    Py_DECREF(pid);
+    return keys;
+}
+
+/* Sorted tuple of the distinct keys_of[id] for items[first:last). New reference. */
+static PyObject *
+several_keys(PyObject *keys_of, const Match *items, Py_ssize_t first, Py_ssize_t last)
+{
+    PyObject *distinct = PySet_New(NULL);
+    if (distinct == NULL)
+        return NULL;
+    for (Py_ssize_t j = first; j < last; j++) {
+        PyObject *key = PySequence_GetItem(keys_of, (Py_ssize_t)items[j].id);
+        if (key == NULL || PySet_Add(distinct, key) < 0) {
+            Py_XDECREF(key);
+            Py_DECREF(distinct);
+            return NULL;
+        }
+        Py_DECREF(key);
+    }
+    PyObject *sorted = PySequence_List(distinct);
+    Py_DECREF(distinct);
+    if (sorted == NULL)
+        return NULL;
+    if (PyList_Sort(sorted) < 0) {
+        Py_DECREF(sorted);
+        return NULL;
+    }
+    PyObject *keys = PyList_AsTuple(sorted);
+    Py_DECREF(sorted);
+    return keys;
+}
+
+static PyObject *
+Collector_lines(Collector *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t end;
+    PyObject *key_cache, *keys_of;
+    if (!PyArg_ParseTuple(args, "y*nO!O:lines", &view, &end, &PyDict_Type, &key_cache, &keys_of))
+        return NULL;
+    PyObject *hits = NULL, *result = NULL;
+    Py_ssize_t n = self->size;
+    self->size = 0;
+    if (end < 0 || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "end outside the block");
+        goto done;
+    }
+    const unsigned char *p = view.buf;
+    Match *items = self->items;
+    if (n > 1)
+        qsort(items, (size_t)n, sizeof(Match), match_order);
+    hits = PyList_New(0);
+    if (hits == NULL)
+        goto done;
+    Py_ssize_t pos = 0, k = 0, i = 0;
+    while (i < n) {
+        unsigned long long to = items[i].to;
+        if (to > (unsigned long long)end) {
+            PyErr_SetString(PyExc_ValueError, "match past the end of the block");
+            goto done;
+        }
+        Py_ssize_t start = rfind_newline(p, to > 0 ? (Py_ssize_t)to - 1 : 0) + 1;
+        if (start > pos) {
+            k += count_newlines(p + pos, start - pos);
+            pos = start;
+        }
+        Py_ssize_t line_end = find_newline(p, start, end);
+        if (line_end < 0)
+            line_end = end;
+        Py_ssize_t first = i++;
+        while (i < n && (Py_ssize_t)items[i].to - 1 <= line_end)
+            i++;
+        PyObject *keys = i - first == 1 ? single_keys(key_cache, keys_of, items[first].id)
+                                        : several_keys(keys_of, items, first, i);
+        if (keys == NULL)
+            goto done;
+        /* several matches of one pattern on a line: the same keys as one match */
+        PyObject *hit = Py_BuildValue("(nnnN)", start, line_end, k, keys);
+        if (hit == NULL || PyList_Append(hits, hit) < 0) {
+            Py_XDECREF(hit);
+            goto done;
+        }
+        Py_DECREF(hit);
+    }
+    k += count_newlines(p + pos, end - pos);
+    result = Py_BuildValue("(nO)", k, hits);
+done:
+    Py_XDECREF(hits);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *
+count_newlines_py(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTuple(args, "y*|nn:count_newlines", &view, &start, &stop))
+        return NULL;
+    if (stop > view.len)
+        stop = view.len;
+    if (start < 0)
+        start = 0;
+    Py_ssize_t count = start < stop ? count_newlines((const unsigned char *)view.buf + start, stop - start) : 0;
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
+}
+
+static void
+Collector_dealloc(Collector *self)
+{
+    PyMem_Free(self->items);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Collector_methods[] = {
+    {"lines", (PyCFunction)Collector_lines, METH_VARARGS,
+     "lines(block, end, key_cache, keys_of) -> (newlines, hits); empties the collector"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CollectorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rlhealth._linescan.Collector",
+    .tp_basicsize = sizeof(Collector),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "hyperscan match handler recording (to, id); lines() turns them into matching lines",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)Collector_dealloc,
+    .tp_call = (ternaryfunc)Collector_call,
+    .tp_methods = Collector_methods,
+};
+
+static PyMethodDef module_methods[] = {
+    {"count_newlines", count_newlines_py, METH_VARARGS, "count_newlines(buffer, start=0, stop=len) -> int"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef linescan_module = {
+    PyModuleDef_HEAD_INIT, "rlhealth._linescan",
+    "Matching lines of a scanned block (see probes/scan.py).", -1, module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__linescan(void)
+{
+    if (PyType_Ready(&CollectorType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&linescan_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&CollectorType);
+    if (PyModule_AddObject(m, "Collector", (PyObject *)&CollectorType) < 0) {
+        Py_DECREF(&CollectorType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
