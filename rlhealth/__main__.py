@@ -1,3 +1,3 @@
-from rlhealth.cli import main
+from rlhealth.cli import run
 
-raise SystemExit(main())
+run()

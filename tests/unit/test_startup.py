@@ -48,3 +48,22 @@ def test_small_and_big_block_paths_count_the_same_lines(tmp_path, monkeypatch):
     assert small == big
     assert len(small[1]) == len([x for x in lines if "boom" in x]) + 1
     assert small[1][0] == (1, "2026-08-01 12:00:00 ERROR boom 0")
+
+
+def test_the_command_exits_without_teardown_but_runs_exit_handlers_and_flushes(tmp_path):
+    """``rlhealth`` (``cli.run``) ends with ``os._exit``: the report (block-buffered into a pipe),
+    exit handlers and the verdict's exit code all survive."""
+    bundle = next(d for d in incident_dirs() if "baseline-healthy-agentic" in d.name) / "bundle"
+    code = ("import atexit, sys\n"
+            "from rlhealth import cli\n"
+            "atexit.register(lambda: sys.stdout.write('EXIT-HANDLER-RAN\\n'))\n"
+            f"sys.argv = ['rlhealth', 'diagnose', {str(bundle)!r}, '--now', '2026-08-01T15:30:00Z', '--format', 'json']\n"
+            "cli.run()\n"
+            "raise SystemExit(99)   # not reached\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    report, _, tail = out.stdout.rpartition("}\n")
+    assert tail == "EXIT-HANDLER-RAN\n", out.stdout[-300:]
+    import json
+
+    from rlhealth.cli import VERDICT_EXIT
+    assert out.returncode == VERDICT_EXIT[json.loads(report + "}")["verdict"]], out.stderr
