@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,15 +246,97 @@ def _expression(text: str):
     return _TEMPLATES.compile_expression(text, undefined_to_none=False)
 
 
+# Most templates only print variables (``... {{ tp.gpu }} ...``) and many set expressions are a
+# literal or one variable: those are rendered here without compiling them with Jinja (compiling
+# was most of a small diagnosis' rule run), with Jinja's semantics: a name from the context, each
+# ``.attr`` as ``Environment.getattr`` (attribute first, then item), printed with ``str``. Whatever
+# else, and any lookup that fails (Jinja's StrictUndefined error), goes to Jinja.
+_PATH = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_PRINT = re.compile(r"\{\{ *(" + _PATH + r") *\}\}")
+_WHOLE_PATH = re.compile(r" *(" + _PATH + r") *")
+_LITERAL = re.compile(r" *(?:(-?[0-9]+)|'([^'\\{}]*)'|\"([^\"\\{}]*)\") *")
+_JINJA_NAMES = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else",
+                          "self", "loop", "super", "varargs", "kwargs", "caller"})
+"""Names Jinja reads as constants, operators or its own objects: never looked up here."""
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=2048)
+def _plain_template(text: str) -> tuple | None:
+    """``(literal, path, literal, path, ..., literal)`` (paths as name tuples) when ``text`` only
+    prints variables, else None."""
+    parts: list = []
+    pos = 0
+    for m in _PRINT.finditer(text):
+        parts.append(text[pos:m.start()])
+        parts.append(tuple(m.group(1).split(".")))
+        pos = m.end()
+    parts.append(text[pos:])
+    literals = parts[0::2]
+    if any("{" in t or "}" in t for t in literals) or any(p[0] in _JINJA_NAMES for p in parts[1::2]):
+        return None
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=2048)
+def _plain_expression(text: str) -> tuple | None:
+    """``("literal", value)`` or ``("path", names)`` for an expression that is one, else None."""
+    m = _LITERAL.fullmatch(text)
+    if m:
+        number, single, double = m.groups()
+        return ("literal", int(number) if number is not None else single if single is not None else double)
+    m = _WHOLE_PATH.fullmatch(text)
+    if m and m.group(1).split(".")[0] not in _JINJA_NAMES:
+        return ("path", tuple(m.group(1).split(".")))
+    return None
+
+
+def _lookup(names: tuple, context: dict[str, Any]) -> Any:
+    """``Environment.getattr`` along ``names``; _MISSING where Jinja would be undefined."""
+    value = context.get(names[0], _MISSING)
+    for name in names[1:]:
+        if value is _MISSING:
+            break
+        try:
+            value = getattr(value, name)
+        except AttributeError:
+            try:
+                value = value[name]
+            except (TypeError, LookupError, AttributeError):
+                value = _MISSING
+    return value
+
+
 def _render(template: str | None, context: dict[str, Any]) -> str | None:
     if template is None:
         return None
     if "{" not in template:     # no tag, variable or comment: Jinja would render the text itself
         return " ".join(template.split())
+    plain = _plain_template(template)
+    if plain is not None:
+        out = []
+        for i, part in enumerate(plain):
+            if i % 2 == 0:
+                out.append(part)
+                continue
+            value = _lookup(part, context)
+            if value is _MISSING:
+                break
+            out.append(str(value))
+        else:
+            return " ".join("".join(out).split())
     return " ".join(_template(template).render(**context).split())
 
 
 def _evaluate(expression: str, context: dict[str, Any]) -> Any:
+    plain = _plain_expression(expression)
+    if plain is not None:
+        kind, what = plain
+        if kind == "literal":
+            return what
+        value = _lookup(what, context)
+        if value is not _MISSING:
+            return value
     value = _expression(expression)(**context)
     if isinstance(value, jinja2.Undefined):
         raise EngineError(f"set expression {expression!r} is undefined")

@@ -167,3 +167,61 @@ def test_durable_internals_this_adapter_relies_on():
     assert hasattr(host, "_ruleset_list") and hasattr(host, "_ruleset_directory")
     closure = durable_engine.Closure(host, None, {"sid": "0"}, {"a": {"id": "x"}}, 0)
     assert closure._m == {"a": {"id": "x"}}
+
+
+# ----------------------------------------------------------------- templates without Jinja
+_CONTEXT = {"tp": {"gpu": "H100", "tok": 12.5, "none": None, "flag": True, "items": "shadowed?", "nested": {"k": [1, 2]}},
+            "thr": {"floor": 300}, "n": 3}
+
+
+@pytest.mark.parametrize("template", [
+    "{{ tp.gpu }} at {{tp.tok}} tok/s, floor {{ thr.floor }}",
+    "{{ tp.none }} {{ tp.flag }} {{ n }} {{ tp.nested }} {{ tp.nested.k }}",
+    "{{ tp.items }}",                 # a dict method name: Jinja's getattr finds the method first
+    "{{ tp.nested.k.count }}",        # list.count: an attribute
+    "  spaced   {{ n }}\n text  ",
+])
+def test_plain_templates_render_as_jinja_does(template):
+    from rlhealth import engine as E
+
+    assert E._plain_template(template) is not None
+    jinja = " ".join(E._TEMPLATES.from_string(template).render(**_CONTEXT).split())
+    assert E._render(template, _CONTEXT) == jinja
+
+
+@pytest.mark.parametrize("template", [
+    "{{ tp.gpu|upper }}", "{% if n %}x{% endif %}", "{{ true }}", "{{ self }}", "{{- n }}", "{ {{ n }}", "{{ n }} }",
+])
+def test_other_templates_go_to_jinja(template):
+    from rlhealth import engine as E
+
+    assert E._plain_template(template) is None
+    assert E._render(template, _CONTEXT) == " ".join(E._TEMPLATES.from_string(template).render(**_CONTEXT).split())
+
+
+@pytest.mark.parametrize("template", ["{{ missing }}", "{{ tp.missing }}", "{{ tp.gpu.missing.deeper }}"])
+def test_an_undefined_variable_fails_as_in_jinja(template):
+    import jinja2
+
+    from rlhealth import engine as E
+
+    with pytest.raises(jinja2.UndefinedError):
+        E._render(template, _CONTEXT)
+
+
+@pytest.mark.parametrize("expression", ["5", "-2", "'high'", '"NO-KILL"', " tp.tok ", "tp.nested", "n", "tp.items"])
+def test_plain_expressions_evaluate_as_jinja_does(expression):
+    from rlhealth import engine as E
+
+    assert E._plain_expression(expression) is not None
+    assert E._evaluate(expression, _CONTEXT) == E._expression(expression)(**_CONTEXT)
+
+
+def test_other_expressions_and_undefined_ones_go_to_jinja():
+    from rlhealth import engine as E
+
+    assert E._plain_expression("n + 1") is None and E._evaluate("n + 1", _CONTEXT) == 4
+    assert E._plain_expression("'a\\'b'") is None
+    assert E._plain_expression("none") is None and E._evaluate("none", _CONTEXT) is None
+    with pytest.raises(E.EngineError):
+        E._evaluate("tp.missing", _CONTEXT)
