@@ -36,6 +36,15 @@ from typing import Any, Callable
 import orjson
 
 from rlhealth.packaged import packaged_yaml
+
+try:
+    from rlhealth._fileread import read_file as _native_read
+except ImportError:     # a build without the C extension: os.open/os.read below
+    _native_read = None
+
+FILE_READER = "c" if _native_read is not None else "python"
+"""Who reads a trial's files: "c" (``rlhealth._fileread``: open, fstat, read, close in one call)
+or "python" (``_open_file`` + ``_read_fd``); same bytes, same errors (tests/unit/test_fileread.py)."""
 from rlhealth.probes.parse.timestamps import parse_iso
 
 RESULT_FULL_READ_BYTES = 16 * 1024 * 1024
@@ -112,6 +121,11 @@ def _read_fd(fd: int, first: int, limit: int) -> bytes:
 
 def _read_file(path: bytes, limit: int) -> bytes | None:
     """At most ``limit`` bytes of a file; None if it does not exist; OSError if unreadable."""
+    if FILE_READER == "c":
+        got = _native_read(path, sys.maxsize, limit)
+        if type(got) is int:
+            raise NotRegularFile()
+        return got
     opened = _open_file(path)
     if opened is None:
         return None
@@ -160,35 +174,47 @@ class TrialRead:
     stop_reason: str | None = None
 
 
-def _dig(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _head_and_tail(fd: int, size: int) -> tuple[None, bytes, None]:
+    head = _read_fd(fd, RESULT_EDGE_BYTES, RESULT_EDGE_BYTES)
+    os.lseek(fd, max(0, size - RESULT_EDGE_BYTES), os.SEEK_SET)
+    return None, head + b"\n" + _read_fd(fd, RESULT_EDGE_BYTES, 2 * RESULT_EDGE_BYTES), None
 
 
 def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | None:
     """Parsed JSON (files up to RESULT_FULL_READ_BYTES) or raw head+tail bytes (larger files), or
     a problem string; None when there is no result.json (the trial has not completed)."""
     try:
-        opened = _open_file(path)
-        if opened is None:
-            return None
-        fd, size = opened
-        try:
-            if size <= RESULT_FULL_READ_BYTES:
+        if FILE_READER == "c":
+            got = _native_read(path, RESULT_FULL_READ_BYTES, RESULT_FULL_READ_BYTES + RESULT_EDGE_BYTES)
+            if got is None:
+                return None
+            if type(got) is int:
+                if got < 0:
+                    raise NotRegularFile()
+                opened = _open_file(path)       # larger than RESULT_FULL_READ_BYTES: head and tail
+                if opened is None:
+                    return None
+                fd, size = opened
+                try:
+                    return _head_and_tail(fd, size)
+                finally:
+                    os.close(fd)
+            data = got
+        else:
+            opened = _open_file(path)
+            if opened is None:
+                return None
+            fd, size = opened
+            try:
+                if size > RESULT_FULL_READ_BYTES:
+                    return _head_and_tail(fd, size)
                 data = _read_fd(fd, size + 1, RESULT_FULL_READ_BYTES + RESULT_EDGE_BYTES)
-            else:
-                head = _read_fd(fd, RESULT_EDGE_BYTES, RESULT_EDGE_BYTES)
-                os.lseek(fd, max(0, size - RESULT_EDGE_BYTES), os.SEEK_SET)
-                return None, head + b"\n" + _read_fd(fd, RESULT_EDGE_BYTES, 2 * RESULT_EDGE_BYTES), None
-        finally:
-            os.close(fd)
+            finally:
+                os.close(fd)
     except OSError as exc:
         return None, None, f"unreadable ({exc.strerror or exc})"
     if not data or data.isspace():
@@ -304,28 +330,56 @@ _parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
 """A trial's phase boundaries repeat (one phase ends when the next starts)."""
 
 
+def _stop_reason_groups(fields: tuple[tuple[str, ...], ...]) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """STOP_REASON_FIELDS as (parent path, leaf keys) runs, in order: each parent is dug once."""
+    groups: list[tuple[tuple[str, ...], list[str]]] = []
+    for path in fields:
+        if groups and groups[-1][0] == path[:-1]:
+            groups[-1][1].append(path[-1])
+        else:
+            groups.append((path[:-1], [path[-1]]))
+    return tuple((parent, tuple(leaves)) for parent, leaves in groups)
+
+
+_STOP_REASON_GROUPS = _stop_reason_groups(STOP_REASON_FIELDS)
+
+
 def _stop_reason(obj: dict) -> str | None:
-    """The first non-blank string among STOP_REASON_FIELDS (``_dig`` of each, without the calls)."""
-    for path in STOP_REASON_FIELDS:
-        value: Any = obj
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-            if value is None:
+    """The first non-blank string among STOP_REASON_FIELDS, in that order (a path through a
+    missing member or a non-object gives nothing)."""
+    for parent, leaves in _STOP_REASON_GROUPS:
+        holder: Any = obj
+        for key in parent:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+            if holder is None:
                 break
-        if isinstance(value, str) and value.strip():
-            return value
+        if not isinstance(holder, dict):
+            continue
+        for key in leaves:
+            value = holder.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
     return None
 
 
 def _from_result(read: TrialRead, obj: dict) -> None:
-    reward = _dig(obj, "verifier_result", "rewards", "reward")
+    # each field's path written out (a missing member or a non-object on the way: None); the
+    # members shared by several fields are looked up once
+    get = obj.get
+    verifier, result, agent = get("verifier_result"), get("result"), get("agent_result")
+    result_is_dict = isinstance(result, dict)
+    rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
+    reward = rewards.get("reward") if isinstance(rewards, dict) else None
     if reward is None:
-        reward = _dig(obj, "result", "reward") if isinstance(obj.get("result"), dict) else obj.get("reward")
+        reward = result.get("reward") if result_is_dict else get("reward")
     if isinstance(reward, (int, float)) and not isinstance(reward, bool):
         read.reward = _finite(float(reward))
-    exc = _dig(obj, "exception_info", "exception_type") or _dig(obj, "result", "error_type") or None
+    info = get("exception_info")
+    exc = (info.get("exception_type") if isinstance(info, dict) else None) or \
+        (result.get("error_type") if result_is_dict else None) or None
     read.exception = str(exc) if exc else None
-    turns = _dig(obj, "agent_result", "metadata", "n_episodes")
+    metadata = agent.get("metadata") if isinstance(agent, dict) else None
+    turns = metadata.get("n_episodes") if isinstance(metadata, dict) else None
     read.turns = _finite(float(turns)) if isinstance(turns, (int, float)) else None
     stop = _stop_reason(obj)
     read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS] if stop else None
