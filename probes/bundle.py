@@ -33,7 +33,7 @@ from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS, scan_patterns
 from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary
-from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, strip_actor_prefix
+from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, stats_line, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 from rlhealth.progress import human_bytes, scan_progress
 
@@ -403,6 +403,7 @@ class _Router:
             return scanner.scan_file(path, self.source, self)
         max_line = scan_mod.MAX_LINE_BYTES
         source = self.source
+        stats_raw = self._stats_raw if scan_mod.LINE_ENGINE == "c" else None
         stats_text = self._stats_text
         lineno = 0
         for block, end, count, hits in scanner.iter_blocks(path):
@@ -411,7 +412,10 @@ class _Router:
                 if len(raw) > max_line:
                     raw = raw[:max_line]
                 if keys == _STATS_ONLY:
-                    stats_text(clean_line(raw), lineno + index + 1)
+                    if stats_raw is not None:
+                        stats_raw(raw, lineno + index + 1)
+                    else:
+                        stats_text(clean_line(raw), lineno + index + 1)
                 else:
                     self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=clean_line(raw),
                                  block=block, end=line_end, block_end=end))
@@ -441,7 +445,31 @@ class _Router:
         m = vp.stats_match(text)
         if m is None:
             return
-        engine, era = self._engine_and_era(text, m)
+        self._stats_record(text, lineno, *self._engine_and_era(text, m))
+
+    def _stats_raw(self, raw: bytes | bytearray, lineno: int) -> None:
+        """``_stats_text(clean_line(raw), lineno)``, the match read by ``_linescan.stats_line`` (the
+        memo key built from what it reports; the regex runs only for a memo miss)."""
+        got = stats_line(raw)
+        if got is False:                    # not plain ASCII: the Python path
+            self._stats_text(clean_line(raw), lineno)
+            return
+        if got is None:
+            return
+        text, engine_idx, swapped, newer, close = got
+        if close > ENGINE_HEAD_MAX_CHARS:
+            self._stats_record(text, lineno, *vp.engine_and_era(text, vp.stats_match(text), self.source))
+            return
+        key = (text[:close + 1], engine_idx, not swapped, not swapped and engine_idx is not None and newer)
+        cache = self.engine_cache
+        found = cache.get(key)
+        if found is None:
+            if len(cache) >= ENGINE_CACHE_MAX:
+                cache.clear()
+            found = cache[key] = vp.engine_and_era(text, vp.stats_match(text), self.source)
+        self._stats_record(text, lineno, *found)
+
+    def _stats_record(self, text: str, lineno: int, engine: str, era: str) -> None:
         read = self.read
         read.stats_count += 1
         read.stats_eras.add(era)

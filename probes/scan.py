@@ -26,7 +26,9 @@ except ImportError:     # a build without the C extension: the Python implementa
 
 LINE_ENGINE = "c" if _linescan is not None else "python"
 """Who turns a block's matches into matching lines: "c" (``rlhealth._linescan``, no newline mask,
-no numpy) or "python" (``Scanner._lines_python``); both give the same lines (tests/unit/test_linescan.py)."""
+no numpy) or "python" (``Scanner._lines_python``); both give the same lines (tests/unit/test_linescan.py).
+With "c", the log routing reads stats lines with ``stats_line``."""
+stats_line = _linescan.stats_line if _linescan is not None else None
 
 BLOCK_BYTES = 8 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024

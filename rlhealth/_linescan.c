@@ -12,8 +12,18 @@
  *     sorted tuple of the distinct ``keys_of[id]`` of its patterns otherwise;
  *   - newlines: the number of b"\n" in ``block[:end]``.
  * A collector is used by one scan at a time (the caller makes one per scan).
+ *
+ * ``stats_line(raw)`` reads one vLLM stats line (probes/parse/vllm.py ``STATS_RE``) for the log
+ * routing: False when ``raw`` holds a byte other than printable ASCII or tab (the caller takes the
+ * Python path), None when ``STATS_RE`` does not match, else ``(text, engine, swapped, newer,
+ * close)``: the line as text (what ``clean_line`` gives for such bytes), the leftmost match's
+ * ``engine`` group (str or None), whether its ``swapped`` group matched, whether the line holds
+ * "MM cache hit rate" or "External prefix", and the index of its first ")" (-1 if none).
  */
 #define PY_SSIZE_T_CLEAN
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* memmem, memrchr */
+#endif
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -277,6 +287,122 @@ count_newlines_py(PyObject *Py_UNUSED(module), PyObject *args)
     return PyLong_FromSsize_t(count);
 }
 
+/* ----------------------------------------------------------------- stats lines */
+
+static int
+is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Bytes of p[i:n] in set [0-9.] (accept_dot) or [0-9], from i; returns the end of the run. */
+static Py_ssize_t
+run_of(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot)
+{
+    while (i < n && (is_digit(p[i]) || (accept_dot && p[i] == '.')))
+        i++;
+    return i;
+}
+
+/* p[i:] starts with the literal lit (length len)? */
+static int
+has_at(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const char *lit, Py_ssize_t len)
+{
+    return n - i >= len && memcmp(p + i, lit, (size_t)len) == 0;
+}
+
+#define LIT(s) s, (Py_ssize_t)(sizeof(s) - 1)
+
+/* The end of "<run> <literal>" at i (run of [0-9.] or [0-9], at least one byte), or -1. A
+ * greedy run followed by a literal starting with a byte outside the run's set never backtracks. */
+static Py_ssize_t
+number_then(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot, const char *lit, Py_ssize_t len)
+{
+    Py_ssize_t j = run_of(p, i, n, accept_dot);
+    if (j == i || !has_at(p, j, n, lit, len))
+        return -1;
+    return j + len;
+}
+
+/* End of the required part of STATS_RE after "Engine N: " (A), matched at i, or -1. */
+static Py_ssize_t
+match_required(const unsigned char *p, Py_ssize_t i, Py_ssize_t n)
+{
+    if (!has_at(p, i, n, LIT("Avg prompt throughput: ")))
+        return -1;
+    i = number_then(p, i + 23, n, 1, LIT(" tokens/s, Avg generation throughput: "));
+    if (i < 0)
+        return -1;
+    i = number_then(p, i, n, 1, LIT(" tokens/s, Running: "));
+    if (i < 0)
+        return -1;
+    return number_then(p, i, n, 0, LIT(" reqs"));
+}
+
+static int
+contains(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t len)
+{
+    return memmem(p, (size_t)n, lit, (size_t)len) != NULL;
+}
+
+static PyObject *
+stats_line(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *p = view.buf;
+    Py_ssize_t n = view.len;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((p[i] < 0x20 || p[i] > 0x7e) && p[i] != '\t') {
+            result = Py_NewRef(Py_False);
+            goto done;
+        }
+    }
+    /* The leftmost match: the first "Avg prompt throughput: " where the required part matches,
+     * started by the "Engine N: " just before it when there is one. */
+    Py_ssize_t at = -1, req_end = -1;
+    const unsigned char *q = p;
+    while ((q = memmem(q, (size_t)(n - (q - p)), "Avg prompt throughput: ", 23)) != NULL) {
+        req_end = match_required(p, q - p, n);
+        if (req_end >= 0) {
+            at = q - p;
+            break;
+        }
+        q++;
+    }
+    if (at < 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *engine = Py_NewRef(Py_None);
+    if (at >= 2 && p[at - 2] == ':' && p[at - 1] == ' ') {
+        Py_ssize_t d = at - 2;
+        while (d > 0 && is_digit(p[d - 1]))
+            d--;
+        if (d < at - 2 && d >= 7 && memcmp(p + d - 7, "Engine ", 7) == 0) {
+            Py_SETREF(engine, PyUnicode_DecodeASCII((const char *)p + d, at - 2 - d, NULL));
+            if (engine == NULL)
+                goto done;
+        }
+    }
+    int swapped = has_at(p, req_end, n, LIT(", Swapped: ")) &&
+                  number_then(p, req_end + 11, n, 0, LIT(" reqs")) >= 0;
+    int newer = contains(p, n, LIT("MM cache hit rate")) || contains(p, n, LIT("External prefix"));
+    const unsigned char *close = memchr(p, ')', (size_t)n);
+    PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
+    if (text == NULL) {
+        Py_DECREF(engine);
+        goto done;
+    }
+    result = Py_BuildValue("(NNNNn)", text, engine, PyBool_FromLong(swapped), PyBool_FromLong(newer),
+                           close == NULL ? (Py_ssize_t)-1 : (Py_ssize_t)(close - p));
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static void
 Collector_dealloc(Collector *self)
 {
@@ -304,6 +430,7 @@ static PyTypeObject CollectorType = {
 
 static PyMethodDef module_methods[] = {
     {"count_newlines", count_newlines_py, METH_VARARGS, "count_newlines(buffer, start=0, stop=len) -> int"},
+    {"stats_line", stats_line, METH_O, "stats_line(raw) -> False | None | (text, engine, swapped, newer, close)"},
     {NULL, NULL, 0, NULL},
 };
 

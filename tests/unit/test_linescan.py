@@ -9,6 +9,7 @@ ends before its buffer does, and blocks past NUMPY_MIN_BYTES (the Python engine'
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,85 @@ def test_collector_refuses_bad_input():
     with pytest.raises(IndexError):
         collector.lines(b"short\n", 6, {}, ["k"])       # a pattern id without a key
     assert collector.lines(b"short\n", 6, {}, ["k"]) == (1, [])   # each call empties the collector
+
+
+# ----------------------------------------------------------------- stats lines
+_STATS_PIECES = ["Engine 000: ", "Engine 12: ", "Engine : ", "Engine 7", "xEngine 3: ", "Avg prompt throughput: ",
+                 "Avg prompt throughput: 12.5 tokens/s, ", "Avg generation throughput: ", "1.0", "..", "3", " tokens/s, ",
+                 "Running: ", "4 reqs", " reqs", ", Swapped: ", "0 reqs", ", Swapped: x reqs", ", Pending: 2 reqs",
+                 ", Waiting: 1 reqs", ", GPU KV cache usage: 5.5%", ", MM cache hit rate: 1%", "External prefix",
+                 "(EngineCore_DP0 pid=12) ", ")", "(", " ", "INFO 08-02 11:59:41 [loggers.py:259] ", "\t", "é", "\x1b[0m"]
+_FULL = ("Avg prompt throughput: 1.5 tokens/s, Avg generation throughput: 200.0 tokens/s, Running: 3 reqs")
+
+
+def _stats_cases(rng: random.Random) -> list[str]:
+    cases = ["Avg prompt throughput: 1 tokens/s, Avg generation throughput: 2 tokens/s, Running: 1.5 reqs",
+             "Avg prompt throughput: . tokens/s, Avg generation throughput: 2. tokens/s, Running: 0 reqs",
+             "Avg prompt throughput:  1 tokens/s, Avg generation throughput: 2 tokens/s, Running: 1 reqs",
+             "Engine 1: Engine 2: " + _FULL, "Engine 1: " + _FULL[:40] + " Engine 2: " + _FULL,
+             _FULL + ", Swapped: 1 reqs", _FULL + ", Swapped: 1.0 reqs", _FULL + ", Swapped: 1 reqs, Waiting: 2 reqs"]
+    for _ in range(3000):
+        parts = [rng.choice(_STATS_PIECES) for _ in range(rng.randint(0, 10))]
+        if rng.random() < 0.6:
+            parts.insert(rng.randint(0, len(parts)), rng.choice(["", "Engine 001: ", "Engine 42: "]) + _FULL)
+        cases.append("".join(parts))
+    return cases
+
+
+def test_stats_line_reads_what_the_regex_reads():
+    from rlhealth.probes.parse import vllm as vp
+
+    rng = random.Random(11)
+    matched = 0
+    for text in _stats_cases(rng):
+        raw = text.encode()
+        got = _linescan.stats_line(raw)
+        if any(not (0x20 <= b <= 0x7e or b == 9) for b in raw):
+            assert got is False, text
+            continue
+        m = vp.STATS_RE.search(text)
+        if m is None:
+            assert got is None, text
+            continue
+        matched += 1
+        assert got == (text, m.group("engine"), m.group("swapped") is not None,
+                       "MM cache hit rate" in text or "External prefix" in text, text.find(")")), text
+        assert vp.stats_match(text).group(0) == m.group(0)
+    assert matched > 1000
+
+
+def test_stats_line_takes_buffers_and_real_lines():
+    line = (b"(AsyncVLLMInferenceEngine pid=3117, ip=10.1.1.11) INFO 08-02 11:59:41 [loggers.py:259] Engine 000: "
+            b"Avg prompt throughput: 8.1 tokens/s, Avg generation throughput: 310.2 tokens/s, Running: 12 reqs, "
+            b"Waiting: 0 reqs, GPU KV cache usage: 41.0%, Prefix cache hit rate: 12.0%")
+    got = _linescan.stats_line(bytearray(line))
+    assert got == (line.decode(), "000", False, False, line.index(b")"))
+    v0 = b"INFO 06-22 20:16:34 metrics.py:345] " + _FULL.encode() + b", Swapped: 0 reqs, Pending: 1 reqs"
+    assert _linescan.stats_line(memoryview(v0))[1:4] == (None, True, False)
+
+
+def test_stats_lines_route_as_the_regex_path_routes_them():
+    """``_Router._stats_raw`` (C read + memo key) against ``_stats_text(clean_line(raw))``: the same
+    per-engine queues, counts and eras, over fuzzed lines under a few actor prefixes."""
+    from rlhealth.catalog import load_catalog
+    from rlhealth.probes import bundle as B
+    from rlhealth.probes.textio import clean_line
+
+    catalog = load_catalog()
+    rng = random.Random(5)
+    heads = ["", "(EngineCore_DP0 pid=12) ", "(AsyncVLLMInferenceEngine pid=3117, ip=10.1.1.11) INFO 08-02 11:59:41 ",
+             "(A pid=1) (B pid=2) ", "x" * 600 + ") "]
+    lines = [(rng.choice(heads) + text).encode() for text in _stats_cases(rng)]
+    lines += [b"\xff" + lines[0], "(E pid=9) é ".encode() + _FULL.encode()]
+    reads = []
+    for use_c in (True, False):
+        read = B.BundleRead(root=Path("."))
+        router = B._Router(read, catalog, None, "engine.log", None, {}, set())
+        for i, raw in enumerate(lines, start=1):
+            if use_c:
+                router._stats_raw(raw, i)
+            else:
+                router._stats_text(clean_line(raw), i)
+        reads.append((read.stats_count, sorted(read.stats_eras), {k: list(v) for k, v in read.stats.items()}))
+    assert reads[0] == reads[1]
+    assert reads[0][0] > 1000 and len(reads[0][2]) >= 8
