@@ -313,14 +313,22 @@ has_at(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const char *lit, Py_s
 
 #define LIT(s) s, (Py_ssize_t)(sizeof(s) - 1)
 
-/* The end of "<run> <literal>" at i (run of [0-9.] or [0-9], at least one byte), or -1. A
- * greedy run followed by a literal starting with a byte outside the run's set never backtracks. */
+/* The end of "<number> <literal>" at i, or -1: with accept_dot a decimal number (vllm.py _NUMBER:
+ * digits with at most one ".", at least one digit), else [0-9]+. The literal starts with a byte
+ * outside [0-9.], so a match takes the whole run of [0-9.] bytes (no other split can match). */
 static Py_ssize_t
 number_then(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot, const char *lit, Py_ssize_t len)
 {
     Py_ssize_t j = run_of(p, i, n, accept_dot);
     if (j == i || !has_at(p, j, n, lit, len))
         return -1;
+    if (accept_dot) {
+        Py_ssize_t dots = 0;
+        for (Py_ssize_t k = i; k < j; k++)
+            dots += p[k] == '.';
+        if (dots > 1 || dots == j - i)
+            return -1;
+    }
     return j + len;
 }
 

@@ -12,12 +12,14 @@ import re
 
 from dataclasses import dataclass
 
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+"""A decimal number ``float()`` reads (a garbled ``1.2.3`` or ``.`` makes no stats line)."""
 STATS_RE = re.compile(
-    r"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<prompt>[0-9.]+) tokens/s, "
-    r"Avg generation throughput: (?P<gen>[0-9.]+) tokens/s, Running: (?P<running>\d+) reqs"
+    rf"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<prompt>{_NUMBER}) tokens/s, "
+    rf"Avg generation throughput: (?P<gen>{_NUMBER}) tokens/s, Running: (?P<running>\d+) reqs"
     r"(?:, Swapped: (?P<swapped>\d+) reqs)?"
     r"(?:, (?:Pending|Waiting): (?P<waiting>\d+) reqs)?"
-    r"(?:, GPU KV cache usage: (?P<kv>[0-9.]+)%)?")
+    rf"(?:, GPU KV cache usage: (?P<kv>{_NUMBER})%)?")
 PREFIX_RE = re.compile(r"^\s*\((?P<actor>[A-Za-z0-9_]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9.:a-f]+))?\)")
 # The same patterns for ASCII text (``str.isascii()``, constant time): identical matches there
 # (``\s`` spelled as the ASCII characters Unicode calls whitespace), found faster.

@@ -133,7 +133,7 @@ def test_collector_refuses_bad_input():
 # ----------------------------------------------------------------- stats lines
 _STATS_PIECES = ["Engine 000: ", "Engine 12: ", "Engine : ", "Engine 7", "xEngine 3: ", "Avg prompt throughput: ",
                  "Avg prompt throughput: 12.5 tokens/s, ", "Avg generation throughput: ", "1.0", "..", "3", " tokens/s, ",
-                 "Running: ", "4 reqs", " reqs", ", Swapped: ", "0 reqs", ", Swapped: x reqs", ", Pending: 2 reqs",
+                 "Running: ", "4 reqs", " reqs", ".", "1.2.3", "5.", ", Swapped: ", "0 reqs", ", Swapped: x reqs", ", Pending: 2 reqs",
                  ", Waiting: 1 reqs", ", GPU KV cache usage: 5.5%", ", MM cache hit rate: 1%", "External prefix",
                  "(EngineCore_DP0 pid=12) ", ")", "(", " ", "INFO 08-02 11:59:41 [loggers.py:259] ", "\t", "é", "\x1b[0m"]
 _FULL = ("Avg prompt throughput: 1.5 tokens/s, Avg generation throughput: 200.0 tokens/s, Running: 3 reqs")
@@ -144,7 +144,10 @@ def _stats_cases(rng: random.Random) -> list[str]:
              "Avg prompt throughput: . tokens/s, Avg generation throughput: 2. tokens/s, Running: 0 reqs",
              "Avg prompt throughput:  1 tokens/s, Avg generation throughput: 2 tokens/s, Running: 1 reqs",
              "Engine 1: Engine 2: " + _FULL, "Engine 1: " + _FULL[:40] + " Engine 2: " + _FULL,
-             _FULL + ", Swapped: 1 reqs", _FULL + ", Swapped: 1.0 reqs", _FULL + ", Swapped: 1 reqs, Waiting: 2 reqs"]
+             _FULL + ", Swapped: 1 reqs", _FULL + ", Swapped: 1.0 reqs", _FULL + ", Swapped: 1 reqs, Waiting: 2 reqs",
+             "Avg prompt throughput: 1.2.3 tokens/s, Avg generation throughput: 2 tokens/s, Running: 1 reqs",
+             "Avg prompt throughput: 1. tokens/s, Avg generation throughput: .5 tokens/s, Running: 1 reqs",
+             "Avg prompt throughput: 1 tokens/s, Avg generation throughput: . tokens/s, Running: 1 reqs " + _FULL]
     for _ in range(3000):
         parts = [rng.choice(_STATS_PIECES) for _ in range(rng.randint(0, 10))]
         if rng.random() < 0.6:

@@ -137,3 +137,26 @@ def test_quoted_lines_are_cleaned_redacted_and_cut():
     assert "\x1b" not in text and "\r" not in text
     assert "eyJhbGci" not in text and "<redacted:" in text
     assert len(quote("x" * 5000)) == 500
+
+
+@pytest.mark.parametrize("number", ["1.2.3", ".", "1..2", "..5"])
+def test_a_stats_line_with_a_garbled_number_is_no_sample(number, tmp_path):
+    """``float()`` refuses these: the line is no stats line (it used to crash the diagnosis)."""
+    from datetime import datetime, timezone
+
+    from rlhealth.diagnose import diagnose
+    from rlhealth.probes.parse import vllm as vp
+
+    line = (f"(AsyncVLLMInferenceEngine pid=31, ip=10.1.1.11) INFO 08-01 13:59:41 [loggers.py:259] Engine 000: "
+            f"Avg prompt throughput: {number} tokens/s, Avg generation throughput: 3.0 tokens/s, Running: 1 reqs, "
+            f"GPU KV cache usage: {number}%")
+    assert vp.parse_stats(line, "x.log", 1, None) is None
+    good = line.replace(f"throughput: {number} ", "throughput: 2.5 ")
+    sample = vp.parse_stats(good, "x.log", 1, None)
+    assert sample is not None and sample.prompt_tok_s == 2.5 and sample.kv_pct is None
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "finelog.log").write_text((line + "\n") * 3 + good + "\n")
+    report = diagnose(bundle, now=datetime(2026, 8, 1, 14, 10, tzinfo=timezone.utc))
+    assert report.verdict in ("KILL", "NO-KILL", "ERROR")
+    assert "internal failure" not in report.reasoning
