@@ -17,10 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from rlhealth.probes.parse import DECIMAL
+
 WANDB_RE = re.compile(r"WANDB_MIRROR\s+kind=(?P<kind>\S+)\s+step=(?P<step>\d+)\s+metrics=(?P<payload>.*)$")
 STEP_PROGRESS_RE = re.compile(r"Training Step Progress:\s*(\d+)\s*/\s*(\d+)")
 STEP_PROGRESS_TQDM_RE = re.compile(r"Training Step Progress:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
-PHASE_RE = re.compile(r"\b(Started|Finished): '(?P<phase>[A-Za-z0-9_./-]+)'(?:, time cost: (?P<cost>[0-9.]+)s)?")
+PHASE_RE = re.compile(rf"\b(Started|Finished): '(?P<phase>[A-Za-z0-9_./-]+)'(?:, time cost: (?P<cost>{DECIMAL})s)?")
 GEN_BUFFER_RE = re.compile(r"Generation Buffer Progress:\s*(?:\d+%\|[^|]*\|\s*)?(\d+)\s*/\s*(\d+)")
 DICT_END_RE = re.compile(r"'trainer/global_step':\s*(\d+)\s*,?\s*\}")
 BATCH_COMPLETE_RE = re.compile(r"Batch generation complete: (\d+)/(\d+) successful, (\d+) failed instances, (\d+) masked")

@@ -12,8 +12,9 @@ import re
 
 from dataclasses import dataclass
 
-_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-"""A decimal number ``float()`` reads (a garbled ``1.2.3`` or ``.`` makes no stats line)."""
+from rlhealth.probes.parse import DECIMAL
+
+_NUMBER = DECIMAL     # a garbled "1.2.3" or "." makes no stats line
 STATS_RE = re.compile(
     rf"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<prompt>{_NUMBER}) tokens/s, "
     rf"Avg generation throughput: (?P<gen>{_NUMBER}) tokens/s, Running: (?P<running>\d+) reqs"

@@ -72,6 +72,20 @@ def quantile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, max(0, int(q * len(values))))]
 
 
+def as_count(value: Any, default: int | None = 0) -> int | None:
+    """A count from JSON evidence: an int, a finite float (truncated) or a string of digits; anything
+    else (garbled or hostile: "abc", 1e999, NaN, true) is ``default``, never an exception."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else default
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return default
+
+
 def rounded(value: float | None, digits: int = 1) -> float | None:
     return round(value, digits) if value is not None else None
 

@@ -73,7 +73,7 @@ def observe(obs: Observation) -> None:
         timings: dict[str, list[float]] = {}
         for s in window:
             for k, v in records[s].metrics.items():
-                if k.startswith("timing/"):
+                if k.startswith("timing/") and v is not None and math.isfinite(v):
                     timings.setdefault(k[len("timing/"):], []).append(v)
         obs.phase_table = [{"phase": k, "median_s": round(median(v), 2), "last_s": round(v[-1], 2), "n": len(v)}
                            for k, v in sorted(timings.items())]

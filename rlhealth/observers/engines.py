@@ -287,7 +287,7 @@ def throughput_floor(obs: Observation) -> dict:
     hbm = {row["gpu"]: row for row in catalog.hbm_bandwidth}
     slowest = min(hbm.values(), key=lambda r: r["hbm_bandwidth_tb_s"])
     assumptions = []
-    if active:
+    if active and math.isfinite(active) and active > 0:     # else (garbled too) unknown
         row = min(catalog.decode_table, key=lambda r: abs(math.log(r["active_params_b"] / active)))
     else:
         row = min(catalog.decode_table, key=lambda r: (r["awful_below_tok_s"], -r["active_params_b"]))

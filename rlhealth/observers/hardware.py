@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from rlhealth.facts import Evidence, FlightRecorderMeasured, GpuHealthMeasured, GpuXidMeasured
-from rlhealth.observers.base import Observation, capture_rel, summary
+from rlhealth.observers.base import Observation, as_count, capture_rel, summary
 from rlhealth.probes.textio import quote
 
 
 def _int(value) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+    return as_count(value) if isinstance(value, (int, float)) else 0
 
 
 def observe(obs: Observation) -> None:

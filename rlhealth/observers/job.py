@@ -7,7 +7,7 @@ import re
 from rlhealth.facts import Evidence, JobMeasured
 from rlhealth.mode import classify_mode
 from rlhealth.observers import gpu_type
-from rlhealth.observers.base import Observation, rounded
+from rlhealth.observers.base import Observation, as_count, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
 from rlhealth.probes.parse.timestamps import iso
@@ -142,7 +142,7 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
 
     def setting(key: str) -> int | None:
         if placement.get(key) is not None:
-            return int(placement[key])
+            return as_count(placement[key], default=None)
         m = re.search(INT_SETTING.format(key=key), text)
         return int(m.group(1)) if m else None
 

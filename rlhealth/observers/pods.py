@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rlhealth.facts import Evidence, PodsMeasured
-from rlhealth.observers.base import Observation, capture_rel
+from rlhealth.observers.base import Observation, as_count, capture_rel
 from rlhealth.probes.parse.timestamps import iso, parse_iso
 from rlhealth.probes.textio import quote
 
@@ -22,7 +22,7 @@ def observe(obs: Observation) -> None:
         for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
             if not isinstance(cs, dict):
                 continue
-            restarts += int(cs.get("restartCount") or 0)
+            restarts += as_count(cs.get("restartCount"))
             for which in ("state", "lastState"):
                 st = cs.get(which) or {}
                 term = st.get("terminated") or {}

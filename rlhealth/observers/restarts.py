@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from rlhealth.facts import Evidence, RestartsMeasured
-from rlhealth.observers.base import Observation, ev
+from rlhealth.observers.base import Observation, as_count, ev
 from rlhealth.first_error import first_errors_by_attempt
 from rlhealth.probes.textio import quote
 
@@ -50,7 +50,7 @@ def _attempts(obs: Observation) -> list[dict]:
         for i, a in enumerate(cap_attempts):
             if not isinstance(a, dict):
                 continue
-            idx = int(a.get("attempt", i))
+            idx = as_count(a.get("attempt", i), default=i)
             log_err = first_by_attempt.get(idx + 1)   # log attempts are 1-based (boundaries / chain legs)
             if log_err is None and len(cap_attempts) == 1:
                 log_err = first_by_attempt.get(0) or first_by_attempt.get(-1)
@@ -116,8 +116,8 @@ def observe(obs: Observation) -> None:
         errors_missing_all=sum(1 for a in every if not a["first_error"]),
         current_transient=bool(current is not None and current["transient"]),
         transient_failed=sum(1 for a in before if a["transient"]),
-        controller_failure_count=int(state.get("failure_count") or 0),
-        preemption_count=int(state.get("preemption_count") or 0) if str(state.get("preemption_count") or 0).isdigit() else 0,
+        controller_failure_count=as_count(state.get("failure_count")),
+        preemption_count=as_count(state.get("preemption_count")),
         max_retries=obs.max_retries,
         max_retries_source=max_retries_source if obs.max_retries is not None else None,
         first_signature=every[0]["signature"] if every else None))
