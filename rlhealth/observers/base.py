@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +58,11 @@ def summary(source: str, text: str) -> Evidence:
 
 
 def finite(values) -> list[float]:
-    return [v for v in values if v is not None and not (isinstance(v, float) and (math.isnan(v) or math.isinf(v)))]
+    """``values`` without None, NaN and infinities (other values kept as they are)."""
+    isfinite = math.isfinite
+    if type(values) is array:           # doubles only (trial rewards and durations): one test each
+        return [v for v in values if isfinite(v)]
+    return [v for v in values if v is not None and (not isinstance(v, float) or isfinite(v))]
 
 
 def median(values) -> float | None:

@@ -1,0 +1,27 @@
+"""Helpers every observer leans on: ``finite`` (the values statistics may use) and ``as_count``
+(a count from untrusted JSON)."""
+from __future__ import annotations
+
+import math
+from array import array
+
+import pytest
+
+from rlhealth.observers.base import as_count, finite
+
+
+def test_finite_drops_none_nan_and_infinities_only():
+    values = [1.0, float("nan"), float("inf"), -math.inf, None, 3, "x", 2.5, True, 0.0]
+    assert finite(values) == [1.0, 3, "x", 2.5, True, 0.0]
+    assert finite(array("d", [1.0, math.nan, math.inf, -2.0])) == [1.0, -2.0]
+    assert finite(iter([None, 4.0])) == [4.0]
+
+
+@pytest.mark.parametrize("value,expected", [
+    (3, 3), (3.9, 3), ("12", 12), (" 7 ", 7), (-2, -2), (0, 0),
+    (None, None), (True, None), (math.inf, None), (math.nan, None), (1e999, None), ("abc", None), ("1.5", None),
+    ("١٢", None), ([], None), ({}, None),
+])
+def test_as_count(value, expected):
+    assert as_count(value, default=None) == expected
+    assert as_count(value) == (0 if expected is None else expected)
