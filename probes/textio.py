@@ -39,10 +39,11 @@ def clean_line(raw: bytes | str) -> str:
 
 
 def quote(text: str) -> str:
-    """A line as quoted in a report: secrets redacted, cut at QUOTE_MAX_CHARS."""
+    """A line as quoted in a report: secrets redacted, cut at QUOTE_MAX_CHARS. A value that is no
+    string (a JSON number or object where evidence should hold text) is quoted as its ``str``."""
     from rlhealth.redact import redact
 
-    text = redact(text)
+    text = redact(text if isinstance(text, str) else str(text))
     if len(text) > QUOTE_MAX_CHARS:
         text = text[: QUOTE_MAX_CHARS - 1] + "…"
     return text

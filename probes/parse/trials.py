@@ -547,7 +547,8 @@ def agent_output(trial_dir: Path) -> tuple[str | None, str | None]:
         message = step.get("message")
         if isinstance(message, str):
             parts.append(message)
-        for call in step.get("tool_calls") or []:
+        calls = step.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             if isinstance(call, dict) and isinstance(call.get("arguments"), (str, dict)):
                 args = call["arguments"]
                 parts.append(args if isinstance(args, str) else json.dumps(args, sort_keys=True))
@@ -762,13 +763,24 @@ class TrialSummary:
                    exceptions=Counter({exc: t.exceptions[exc] for exc in order}),
                    exception_example={exc: t.first_exception[exc][1] for exc in order},
                    turns_count=t.turns_count,
-                   turns_mean=math.fsum(t.turns_partials) / t.turns_count if t.turns_count else None,
+                   turns_mean=_partials_mean(t.turns_partials, t.turns_count),
                    phases=phases,
                    problems=[text for _, text in t.problems],
                    first_started_at=t.first_started_at, last_started_at=t.last_started_at,
                    last_recorded_start=t.last_recorded_start, prior_generation=t.prior_generation,
                    stop_reasons=Counter(t.stop_reasons),
                    stop_reason_example={key: f"{name}/result.json" for key, name in t.first_stop_reason.items()})
+
+
+def _partials_mean(partials: list[float], count: int) -> float | None:
+    """``math.fsum(partials) / count``; None without values or when the sum overflows (garbled)."""
+    if not count:
+        return None
+    try:
+        mean = math.fsum(partials) / count
+    except (OverflowError, ValueError):
+        return None
+    return mean if math.isfinite(mean) else None
 
 
 def _score_coherence(summary: TrialSummary, trace_root: Path, names: list[str]) -> None:

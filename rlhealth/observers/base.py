@@ -77,6 +77,29 @@ def quantile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, max(0, int(q * len(values))))]
 
 
+def finite_mean(values) -> float | None:
+    """The mean of ``values`` (finite numbers); None when there are none or when it overflows (a
+    garbled magnitude such as 1e308: ``statistics.fmean`` raises, a plain sum is infinite)."""
+    if not values:
+        return None
+    try:
+        mean = statistics.fmean(values)
+    except (OverflowError, ValueError):
+        return None
+    return mean if math.isfinite(mean) else None
+
+
+def as_dict(value: Any) -> dict:
+    """``value`` if it is a JSON object, else an empty one (a member of the wrong type in evidence
+    reads as absent, never as an exception)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list:
+    """``value`` if it is a JSON array, else an empty one (see ``as_dict``)."""
+    return value if isinstance(value, list) else []
+
+
 def as_count(value: Any, default: int | None = 0) -> int | None:
     """A count from JSON evidence: an int, a finite float (truncated) or a string of digits; anything
     else (garbled or hostile: "abc", 1e999, NaN, true) is ``default``, never an exception."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from rlhealth.facts import EngineMeasured, EnginesConfigured, EnginesMeasured, Evidence, ThroughputMeasured
-from rlhealth.observers.base import Observation, capture_rel, median, quantile, rounded
+from rlhealth.observers.base import Observation, as_dict, capture_rel, median, quantile, rounded
 from rlhealth.probes.bundle import BundleRead, _current_attempt_start, _slurm_leg
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.vllm import PREFIX_RE
@@ -52,8 +52,8 @@ def pod_addresses(read: BundleRead) -> dict[str, str]:
     for pod in items if isinstance(items, list) else []:
         if not isinstance(pod, dict):
             continue
-        name = (pod.get("metadata") or {}).get("name")
-        ip = (pod.get("status") or {}).get("podIP")
+        name = as_dict(pod.get("metadata")).get("name")
+        ip = as_dict(pod.get("status")).get("podIP")
         if isinstance(name, str) and isinstance(ip, str) and ip:
             out[name] = ip
     return out

@@ -1,10 +1,10 @@
 """gpu_role: live GPU polls grouped by role (policy / inference / unknown)."""
 from __future__ import annotations
 
-import statistics
+import json
 
 from rlhealth.facts import Evidence, GpuRoleMeasured
-from rlhealth.observers.base import Observation, capture_rel, median
+from rlhealth.observers.base import Observation, capture_rel, finite_mean, median
 from rlhealth.probes.textio import quote
 
 
@@ -19,7 +19,10 @@ def observe(obs: Observation) -> None:
     by_role: dict[str, dict[tuple, list[dict]]] = {}
     for row in read.gpu_polls:
         role = row.get("role") if row.get("role") in ("policy", "inference") else "unknown"
-        by_role.setdefault(role, {}).setdefault((str(row.get("host")), row.get("gpu")), []).append(row)
+        gpu = row.get("gpu")
+        if isinstance(gpu, (list, dict)):      # garbled: keyed by its text
+            gpu = json.dumps(gpu, sort_keys=True)
+        by_role.setdefault(role, {}).setdefault((str(row.get("host")), gpu), []).append(row)
     for role in sorted(by_role):
         gpus = by_role[role]
         keys = sorted(gpus, key=str)
@@ -39,4 +42,4 @@ def observe(obs: Observation) -> None:
             max_util_pct=max(utils) if utils else None, min_mem_used_mib=min(mems) if mems else None,
             max_median_util_pct=max(medians) if medians else None,
             max_mem_used_fraction=round(max(fractions), 3) if fractions else None,
-            mean_util_pct=round(statistics.fmean(utils), 1) if utils else None))
+            mean_util_pct=round(mean_util, 1) if (mean_util := finite_mean(utils)) is not None else None))

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from rlhealth.facts import Evidence, JobMeasured
 from rlhealth.mode import classify_mode
 from rlhealth.observers import gpu_type
-from rlhealth.observers.base import Observation, as_count, rounded
+from rlhealth.observers.base import Observation, as_count, as_dict, as_list, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
 from rlhealth.probes.parse.timestamps import iso
@@ -57,23 +58,27 @@ def pod_launch_args(read: BundleRead) -> str:
     items = read.pods.get("items") if isinstance(read.pods, dict) else None
     parts: list[str] = []
     for pod in items if isinstance(items, list) else []:
-        spec = pod.get("spec") if isinstance(pod, dict) else None
-        for container in (spec or {}).get("containers") or []:
+        spec = as_dict(pod.get("spec")) if isinstance(pod, dict) else {}
+        for container in as_list(spec.get("containers")):
             if not isinstance(container, dict):
                 continue
-            parts += [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
-            parts += [str(e.get("value")) for e in container.get("env") or [] if isinstance(e, dict) and e.get("value")]
+            parts += [str(x) for x in as_list(container.get("command")) + as_list(container.get("args"))]
+            parts += [str(e.get("value")) for e in as_list(container.get("env")) if isinstance(e, dict) and e.get("value")]
     return " ".join(parts)
 
 
 def controller_state(read: BundleRead) -> tuple[str | None, str, Evidence | None]:
     """(state, where it came from, the quoted evidence); the newer of capture and manifest wins."""
     cap_state = read.state.get("state") if isinstance(read.state, dict) else None
+    if not isinstance(cap_state, str) or not cap_state.strip():
+        cap_state = None        # a state that is no string is no state
     man_job = (read.manifest or {}).get("job") if isinstance(read.manifest, dict) else None
     man_state = man_job.get("state") if isinstance(man_job, dict) else None
     if isinstance(man_state, str):
         man_state = man_state.strip().lower()
         man_state = STATE_ALIASES.get(man_state, man_state)
+    else:
+        man_state = None        # a state that is no string is no state
     cap_rel = read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else None
     cap_newer = read.captured_at is not None and (read.synced_at is None or read.captured_at >= read.synced_at)
     if cap_state and (cap_newer or not man_state):
@@ -113,10 +118,14 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
     newest = read.newest_evidence
     text, source = config_text(read)
     mode, mode_source = _mode(read, source, mode_override)
-    info = read.job_info or {}
-    model = info.get("model") or {}
-    placement = info.get("placement") or {}
+    info = as_dict(read.job_info)
+    model = as_dict(info.get("model"))
+    placement = as_dict(info.get("placement"))
     active_b, model_name, model_source = model.get("active_params_b"), model.get("name"), model.get("source")
+    if isinstance(active_b, bool) or not isinstance(active_b, (int, float)) or not math.isfinite(active_b) or active_b <= 0:
+        active_b = None         # garbled: unknown
+    model_name = model_name if isinstance(model_name, str) else None
+    model_source = model_source if isinstance(model_source, str) else None
     if active_b is None and text:
         m = MODEL_PATH_RE.search(text)
         if m:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rlhealth.facts import Evidence, PodsMeasured
-from rlhealth.observers.base import Observation, as_count, capture_rel
+from rlhealth.observers.base import Observation, as_count, as_dict, as_list, capture_rel
 from rlhealth.probes.parse.timestamps import iso, parse_iso
 from rlhealth.probes.textio import quote
 
@@ -16,17 +16,17 @@ def observe(obs: Observation) -> None:
     for pod in read.pods["items"]:
         if not isinstance(pod, dict):
             continue
-        name = str((pod.get("metadata") or {}).get("name"))
-        status = pod.get("status") or {}
+        name = str(as_dict(pod.get("metadata")).get("name"))
+        status = as_dict(pod.get("status"))
         phases.append(str(status.get("phase")))
-        for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+        for cs in as_list(status.get("containerStatuses")) + as_list(status.get("initContainerStatuses")):
             if not isinstance(cs, dict):
                 continue
             restarts += as_count(cs.get("restartCount"))
             for which in ("state", "lastState"):
-                st = cs.get(which) or {}
-                term = st.get("terminated") or {}
-                wait = st.get("waiting") or {}
+                st = as_dict(cs.get(which))
+                term = as_dict(st.get("terminated"))
+                wait = as_dict(st.get("waiting"))
                 if term.get("reason") == "OOMKilled":
                     finished = parse_iso(term.get("finishedAt"))
                     if finished is not None:

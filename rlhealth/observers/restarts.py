@@ -1,6 +1,7 @@
 """restarts: the attempts of the job, each one's first causal error, and the retry budget."""
 from __future__ import annotations
 
+import json
 import re
 
 from rlhealth.facts import Evidence, RestartsMeasured
@@ -43,6 +44,8 @@ def _attempts(obs: Observation) -> list[dict]:
     attempts: list[dict] = []
 
     def entry(idx, st, log_err, timeout, error=None):
+        if error and not isinstance(error, str):
+            error = json.dumps(error, sort_keys=True) if isinstance(error, (list, dict)) else str(error)   # garbled
         return dict(attempt=idx, state=st, first_error=error or (log_err[0].text if log_err else None),
                     signature=log_err[1] if log_err else None, transient=log_err[2] if log_err else False,
                     occ=log_err[0] if log_err else None, timeout=timeout)

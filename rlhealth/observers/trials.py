@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 
 from rlhealth.facts import Evidence, StopReasonsMeasured, TrialsMeasured
-from rlhealth.observers.base import Observation, median, quantile, summary
+from rlhealth.observers.base import Observation, finite_mean, median, quantile, summary
 from rlhealth.probes.textio import quote
 
 
@@ -28,7 +27,9 @@ def observe(obs: Observation) -> None:
         evidence.append(Evidence(source=f"trace_jobs/{s.incoherent_example[0]}", text=quote(s.incoherent_example[1])))
     elif s.coherent_example:
         evidence.append(Evidence(source=f"trace_jobs/{s.coherent_example[0]}", text=quote(s.coherent_example[1])))
-    rewards_line = (f"{nonzero}/{len(s.rewards)} trials with reward > 0; mean reward {statistics.fmean(s.rewards):.3f}"
+    mean_reward = finite_mean(s.rewards)
+    rewards_line = (f"{nonzero}/{len(s.rewards)} trials with reward > 0; mean reward "
+                    + (f"{mean_reward:.3f}" if mean_reward is not None else "not computable (it overflows)")
                     if s.rewards else "no rewards read")
     prior = f" ({s.prior_generation} from earlier attempts excluded)" if s.prior_generation else ""
     evidence.append(summary("trace_jobs/", f"{s.started} trial dirs, {s.completed} with result.json; {rewards_line}{prior}"))
@@ -39,7 +40,7 @@ def observe(obs: Observation) -> None:
         fact_id="trials", evidence=tuple(evidence), present=True, trace_dir=True, started=s.started,
         prior_generation=s.prior_generation, completed=s.completed, unreadable=s.unreadable, finished=finished,
         rewards=len(s.rewards), nonzero_rewards=nonzero,
-        mean_reward=round(statistics.fmean(s.rewards), 4) if s.rewards else None,
+        mean_reward=round(mean_reward, 4) if mean_reward is not None else None,
         top_exception=top_exc, top_exception_count=top_n,
         top_exception_fraction=round(top_n / finished, 3) if finished else 0.0,
         top_exception_infra=top_exc in infra, infra_cause=remedy.get("cause"), infra_fix=remedy.get("fix"),
