@@ -14,6 +14,7 @@ from rlhealth.audit.campaign import Campaign
 from rlhealth.audit.distcp import validate_distcp
 from rlhealth.audit import handoff as H
 from rlhealth.audit.traces import check_trace_root, monitor_mirror
+from rlhealth.audit.ranges import gaps as rank_gaps, is_full_range
 from rlhealth.audit.publication import find_trace_manifest, trace_manifest_check, verify_published
 from rlhealth.audit.safefs import Root
 from rlhealth.audit.weights import config_and_tokenizer, validate_weights
@@ -174,8 +175,8 @@ class Audit:
                     checks.append(_c("rank_shards", "fail", f"rank files disagree on world size: {sorted(sizes)}"))
                 else:
                     w = sizes.pop()
-                    gaps = [f"{kind}: missing rank(s) {sorted(set(range(w)) - got)[:8]}" for (kind, _), got in sorted(ranks.items())
-                            if got != set(range(w))]
+                    gaps = [f"{kind}: missing rank(s) {rank_gaps(got, 0, w - 1, 8)[1]}" for (kind, _), got in sorted(ranks.items())
+                            if not is_full_range(got, w)]
                     if ("model", w) not in ranks:
                         gaps.append("no model_world_size_*_rank_*.pt files")
                     fc = pol / "fsdp_config.json"
@@ -189,7 +190,7 @@ class Audit:
                     checks.append(_c("rank_shards", "fail" if gaps else "pass",
                                      "; ".join(gaps) if gaps else f"all {w} rank(s) present for {', '.join(sorted(k for k, _ in ranks))}"))
                     optim = ranks.get(("optim", w), set())
-                    optimizer = "present" if optim == set(range(w)) else "absent"
+                    optimizer = "present" if is_full_range(optim, w) else "absent"
                     fmt = f"FSDP sharded checkpoint (world size {w}, model_world_size_{w}_rank_*.pt)"
             elif distcp:
                 dc, dfacts = validate_distcp(r, pol)
@@ -408,9 +409,9 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     window = None
     if metrics:
         lo, hi = min(metrics), max(metrics)
-        missing = [s for s in range(lo, hi + 1) if s not in metrics]
-        window = {"first_step": lo, "last_step": hi, "steps": len(metrics), "missing_steps": missing[:50],
-                  "missing_count": len(missing), "malformed_lines": facts.malformed,
+        missing_count, missing = rank_gaps(metrics, lo, hi, 50)
+        window = {"first_step": lo, "last_step": hi, "steps": len(metrics), "missing_steps": missing,
+                  "missing_count": missing_count, "malformed_lines": facts.malformed,
                   "repeated_steps": facts.duplicate_steps,
                   "reward_key": "reward/avg_raw_reward" if any("reward/avg_raw_reward" in m for m in metrics.values()) else None}
         window["serializations"] = dict(sorted(facts.serializations.items()))

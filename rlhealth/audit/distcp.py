@@ -23,6 +23,7 @@ import pickletools
 import re
 from pathlib import Path
 
+from rlhealth.audit.ranges import gaps as rank_gaps
 from rlhealth.audit.safefs import Root
 
 SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
@@ -108,7 +109,7 @@ def validate_distcp(root: Root, d: Path) -> tuple[list[dict], dict]:
                              + ", ".join(extra[:6])))
     else:
         ranks = facts["ranks"]
-        gaps = sorted(set(range(max(ranks) + 1)) - set(ranks))
+        _, gaps = rank_gaps(ranks, 0, max(ranks), 8)
         if gaps:
             checks.append(_c("rank_shards", "fail", f"rank(s) {gaps[:8]} have no .distcp shard (ranks on disk 0..{max(ranks)})"))
         else:

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from rlhealth.audit.knowledge import audit_rules
+from rlhealth.audit.ranges import gaps
 from rlhealth.audit.safefs import Root
 from rlhealth.redact import redact
 
@@ -27,15 +28,15 @@ def artifact_coverage(step: int | None, metrics: dict, attempts: list[dict]) -> 
         return {"metric_window": "step unknown", "chain_coverage": "step unknown", "steps_with_metrics": None, "missing_steps": None}
     logged = sorted(s for s in metrics if s <= step)
     lo = min(logged) if logged else None
-    missing = [s for s in range(1, step + 1) if s not in metrics]
-    window = (f"steps {lo}..{logged[-1]} ({len(logged)} of {step} step(s) logged, {len(missing)} missing)"
+    missing_count, missing = gaps(metrics, 1, step, 50)
+    window = (f"steps {lo}..{logged[-1]} ({len(logged)} of {step} step(s) logged, {missing_count} missing)"
               if logged else f"no metrics for steps 1..{step}")
     legs = [x for x in attempts if x.get("max_step") is not None and (x.get("resumed_from") or 0) < step]
     covering = [x["attempt"] for x in legs]
     chain = (f"attempt(s) {covering} of {len(attempts)} produced steps up to {step}" if covering
              else f"no attempt's logs show steps up to {step}")
     return {"metric_window": window, "chain_coverage": chain, "steps_with_metrics": len(logged),
-            "missing_steps": missing[:50]}
+            "missing_steps": missing}
 
 
 # ---------------------------------------------------------------------------------------- break
