@@ -7,7 +7,8 @@ whose report renders when
   (null, a number where text belongs, a list where an object belongs, 1e308, a bad date...).
 
 Found this way, all failing the whole diagnosis: a stats or phase line with "1.2.3" (ValueError),
-a restart count of 1e999 (OverflowError), a timing metric without a number (TypeError), a
+a restart count of 1e999 (OverflowError), a timing metric without a number (TypeError), a GPU
+utilization of NaN (TypeError), a
 controller state that is a number, a pod's state that is a list, a container command that is a
 string, a GPU id that is a list, a trajectory's tool_calls that is a number, rewards whose sum
 overflows, an attempt error that is a number."""
@@ -23,18 +24,18 @@ import pytest
 
 from rlhealth.cli import parse_now
 from rlhealth.diagnose import diagnose
-from rlhealth.probes import bundle as bundle_mod
 from rlhealth.render import render
 
 from corpus import incident_dirs, load_expected
 
-GARBLED = ["1.2.3", ".", "..", "-", "1e999", "-1e999", "nan", "inf", "-0", "9" * 40, "0x1f", "١٢", "1,5", "", "+", "1.", ".5"]
+GARBLED = ["1.2.3", ".", "..", "-", "1e999", "-1e999", "nan", "inf", "-0", "9" * 40, "0x1f", "١٢", "1,5", "", "+", "1.", ".5",
+           "\x00", "\udcff"]
 _NUMBER = re.compile(rb"(?<![A-Za-z])[0-9]+(?:\.[0-9]+)?")
 MAX_FILE_BYTES = 2_000_000
 
 
 def _garble(data: bytes, rng: random.Random, share: float) -> bytes:
-    return _NUMBER.sub(lambda m: rng.choice(GARBLED).encode() if rng.random() < share else m.group(0), data)
+    return _NUMBER.sub(lambda m: rng.choice(GARBLED).encode("utf-8", "surrogateescape") if rng.random() < share else m.group(0), data)
 
 
 _ODD = [None, 0, -1, 1.5, 1e308, -1e308, "", "x", "NaN", "2026-13-45T99:99:99Z", [], {}, [1, "a"], {"a": None}, True]
@@ -52,8 +53,8 @@ def _retyped(value, rng: random.Random, share: float):
 
 
 def _garble_numbers(bundle: Path, rng: random.Random) -> None:
-    files = [p for p, _ in bundle_mod._log_files(bundle, None)] + sorted(bundle.rglob("*.json"))[:50]
-    for path in files:
+    """Every file of the bundle: logs, JSON, JSON lines, captured command outputs."""
+    for path in sorted(bundle.rglob("*")):
         if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
             continue
         path.write_bytes(_garble(path.read_bytes(), rng, 0.3 if path.suffix != ".json" else 0.2))
@@ -89,7 +90,7 @@ def _failures(tmp_path: Path, spoil) -> list[str]:
     return failed
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(4))
 def test_every_incident_survives_garbled_numbers(tmp_path, seed):
     rng = random.Random(seed)
     assert _failures(tmp_path, lambda bundle: _garble_numbers(bundle, rng)) == []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from rlhealth.facts import Evidence, GpuRoleMeasured
 from rlhealth.observers.base import Observation, capture_rel, finite_mean, median
@@ -9,7 +10,8 @@ from rlhealth.probes.textio import quote
 
 
 def _numbers(rows, key):
-    return [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
+    """The finite numbers of ``key`` in ``rows`` (a bool, NaN or infinity is no reading)."""
+    return [v for r in rows if isinstance(v := r.get(key), (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
 
 
 def observe(obs: Observation) -> None:
