@@ -29,13 +29,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
-
-import yaml
 
 from rlhealth.probes import live
 from rlhealth.probes.options import ProbeOptions
