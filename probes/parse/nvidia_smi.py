@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import math
 import re
 
 _NA = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""}
@@ -24,9 +25,10 @@ def _number(value: str) -> float | None:
         return None
     value = _UNIT.sub("", value)
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return None
+    return number if math.isfinite(number) else None      # "inf", "nan", 1e999: no reading
 
 
 def parse_query_gpu(text: str, fields: list[str] | None = None) -> list[dict]:

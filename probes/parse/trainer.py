@@ -181,7 +181,8 @@ def parse_exception_breakdown(text: str) -> dict[str, int] | None:
         return None
     if not isinstance(value, dict):
         return None
-    return {str(k): int(v) for k, v in value.items() if isinstance(v, (int, float))}
+    return {str(k): int(v) for k, v in value.items()
+            if isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))}    # 1e999, nan: no count
 
 
 def parse_use_tis(text: str) -> bool | None:

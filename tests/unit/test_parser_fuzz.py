@@ -1,0 +1,61 @@
+"""Every text parser of probes/parse takes garbled input without raising: each string constant of
+the unit tests (real command outputs and log lines, as the tests hold them) with a share of its
+numbers replaced by garbage ("1e999", "nan", 40 nines, "N/A", other scripts' digits...) and, in
+some variants, separators inserted at random. (Found this way: an nvidia-smi reading of 1e999 and
+an exception count of 1e999 raised OverflowError.)"""
+from __future__ import annotations
+
+import ast
+import inspect
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from rlhealth.probes.parse import iris, kubernetes, launch, nvidia_smi, slurm, trainer, vllm
+
+GARBLED = ["1.2.3", ".", "-", "1e999", "nan", "inf", "9" * 40, "١٢", "", "+", "\x00", "N/A", "[Not Supported]", "-1", "0x"]
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def _fixtures() -> list[str]:
+    found = set()
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 20:
+                found.add(node.value)
+    return sorted(found)
+
+
+def _parsers() -> list[tuple[str, object]]:
+    out = []
+    for module in (iris, kubernetes, nvidia_smi, slurm, trainer):
+        for name, fn in sorted(vars(module).items()):
+            if name.startswith("parse") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
+                required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
+                if len(required) == 1:
+                    out.append((f"{module.__name__}.{name}", fn))
+    out.append(("launch.parse_config yaml", lambda text: launch.parse_config(text, "resolved_config.yaml")))
+    out.append(("launch.parse_config json", lambda text: launch.parse_config(text, "resolved_config.json")))
+    out.append(("vllm.parse_stats", lambda text: vllm.parse_stats(text, "x.log", 1, None)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_parsers_take_garbled_text(seed):
+    rng = random.Random(seed)
+    fixtures, parsers = _fixtures(), _parsers()
+    assert len(fixtures) > 200 and len(parsers) > 20
+    failed = {}
+    for text in fixtures:
+        for variant in range(4):
+            garbled = _NUMBER.sub(lambda m: rng.choice(GARBLED) if rng.random() < 0.3 else m.group(0), text)
+            if variant >= 2:
+                garbled = "".join(c if rng.random() > 0.02 else rng.choice(",|:= \n\t\"'{}[]") for c in garbled)
+            for name, parse in parsers:
+                try:
+                    parse(garbled)
+                except Exception as exc:  # noqa: BLE001 - collected: every failing parser is named
+                    failed.setdefault(name, f"{type(exc).__name__}: {exc} on {garbled[:200]!r}")
+    assert failed == {}
