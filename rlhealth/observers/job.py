@@ -122,6 +122,11 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
     model = as_dict(info.get("model"))
     placement = as_dict(info.get("placement"))
     active_b, model_name, model_source = model.get("active_params_b"), model.get("name"), model.get("source")
+    if isinstance(active_b, str):
+        try:
+            active_b = float(active_b)      # "8" reads as 8 (as the fact's validation would)
+        except ValueError:
+            active_b = None
     if isinstance(active_b, bool) or not isinstance(active_b, (int, float)) or not math.isfinite(active_b) or active_b <= 0:
         active_b = None         # garbled: unknown
     model_name = model_name if isinstance(model_name, str) else None
