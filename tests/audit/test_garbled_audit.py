@@ -66,7 +66,7 @@ def _limit_memory():
 def _audit(run: Path, bundle: Path) -> dict:
     proc = subprocess.run([sys.executable, "-m", "rlhealth", "audit", str(run), "--bundle", str(bundle), "--format", "json",
                            "--now", "2026-08-02T00:00:00Z"], capture_output=True, text=True, timeout=120,
-                          preexec_fn=_limit_memory)
+                          preexec_fn=_limit_memory, cwd=run.parent)   # not the source tree: the installed package
     return json.loads(proc.stdout)
 
 
