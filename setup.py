@@ -1,15 +1,16 @@
 """The build steps pyproject.toml cannot declare: rlhealth's C extensions.
 
 All project metadata lives in pyproject.toml; this file only adds ``rlhealth._pyeval_compat``
-(see rlhealth/_pyeval_compat.c and rlhealth/durable_loader.py), ``rlhealth._linescan`` (the
-per-match work of the log scan, see probes/scan.py) and ``rlhealth._fileread`` (a trial's file
-reads, see probes/parse/trials.py), built by a plain ``pip install .`` (durable-rules needs a C
+(see rlhealth/_pyeval_compat.c and rlhealth/durable_loader.py), ``rlhealth.probes._linescan``
+(the per-match work of the log scan, probes/_linescan.c, used by probes/scan.py) and
+``rlhealth.probes.parse._fileread`` (a trial's file reads, probes/parse/_fileread.c, used by
+probes/parse/trials.py), built by a plain ``pip install .`` (durable-rules needs a C
 compiler anyway). The last two have pure-Python equivalents used when they cannot be imported.
 """
 from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("rlhealth._pyeval_compat", sources=["rlhealth/_pyeval_compat.c"]),
-    Extension("rlhealth._linescan", sources=["rlhealth/_linescan.c"]),
-    Extension("rlhealth._fileread", sources=["rlhealth/_fileread.c"]),
+    Extension("rlhealth.probes._linescan", sources=["probes/_linescan.c"]),
+    Extension("rlhealth.probes.parse._fileread", sources=["probes/parse/_fileread.c"]),
 ])

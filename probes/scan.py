@@ -20,12 +20,12 @@ import hyperscan
 from rlhealth.probes.textio import clean_line
 
 try:
-    from rlhealth import _linescan
+    from rlhealth.probes import _linescan
 except ImportError:     # a build without the C extension: the Python implementation
     _linescan = None
 
 LINE_ENGINE = "c" if _linescan is not None else "python"
-"""Who turns a block's matches into matching lines: "c" (``rlhealth._linescan``, no newline mask,
+"""Who turns a block's matches into matching lines: "c" (``rlhealth.probes._linescan``, no newline mask,
 no numpy) or "python" (``Scanner._lines_python``); both give the same lines (tests/unit/test_linescan.py).
 With "c", the log routing reads stats lines with ``stats_line``."""
 stats_line = _linescan.stats_line if _linescan is not None else None

@@ -38,12 +38,12 @@ import orjson
 from rlhealth.packaged import packaged_yaml
 
 try:
-    from rlhealth._fileread import read_file as _native_read
+    from rlhealth.probes.parse._fileread import read_file as _native_read
 except ImportError:     # a build without the C extension: os.open/os.read below
     _native_read = None
 
 FILE_READER = "c" if _native_read is not None else "python"
-"""Who reads a trial's files: "c" (``rlhealth._fileread``: open, fstat, read, close in one call)
+"""Who reads a trial's files: "c" (``rlhealth.probes.parse._fileread``: open, fstat, read, close in one call)
 or "python" (``_open_file`` + ``_read_fd``); same bytes, same errors (tests/unit/test_fileread.py)."""
 from rlhealth.probes.parse.timestamps import parse_iso
 

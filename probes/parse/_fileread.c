@@ -134,7 +134,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef fileread_module = {
-    PyModuleDef_HEAD_INIT, "rlhealth._fileread",
+    PyModuleDef_HEAD_INIT, "rlhealth.probes.parse._fileread",
     "One small file read in one call (see probes/parse/trials.py).", -1, module_methods, NULL, NULL, NULL, NULL,
 };
 

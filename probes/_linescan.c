@@ -426,7 +426,7 @@ static PyMethodDef Collector_methods[] = {
 
 static PyTypeObject CollectorType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "rlhealth._linescan.Collector",
+    .tp_name = "rlhealth.probes._linescan.Collector",
     .tp_basicsize = sizeof(Collector),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "hyperscan match handler recording (to, id); lines() turns them into matching lines",
@@ -443,7 +443,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef linescan_module = {
-    PyModuleDef_HEAD_INIT, "rlhealth._linescan",
+    PyModuleDef_HEAD_INIT, "rlhealth.probes._linescan",
     "Matching lines of a scanned block (see probes/scan.py).", -1, module_methods, NULL, NULL, NULL, NULL,
 };
 
