@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
-import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -26,52 +25,19 @@ from rlhealth.cli import parse_now
 from rlhealth.diagnose import diagnose
 from rlhealth.render import render
 
+import garble
 from corpus import incident_dirs, load_expected
-
-GARBLED = ["1.2.3", ".", "..", "-", "1e999", "-1e999", "nan", "inf", "-0", "9" * 40, "0x1f", "١٢", "1,5", "", "+", "1.", ".5",
-           "\x00", "\udcff"]
-_NUMBER = re.compile(rb"(?<![A-Za-z])[0-9]+(?:\.[0-9]+)?")
-MAX_FILE_BYTES = 2_000_000
-
-
-def _garble(data: bytes, rng: random.Random, share: float) -> bytes:
-    return _NUMBER.sub(lambda m: rng.choice(GARBLED).encode("utf-8", "surrogateescape") if rng.random() < share else m.group(0), data)
-
-
-_ODD = [None, 0, -1, 1.5, 1e308, -1e308, "", "x", "NaN", "2026-13-45T99:99:99Z", [], {}, [1, "a"], {"a": None}, True]
-
-
-def _retyped(value, rng: random.Random, share: float):
-    """``value`` with a share of its members (at any depth) replaced by a value of another type."""
-    if rng.random() < share:
-        return rng.choice(_ODD)
-    if isinstance(value, dict):
-        return {k: _retyped(v, rng, share) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_retyped(v, rng, share) for v in value]
-    return value
-
 
 def _garble_numbers(bundle: Path, rng: random.Random) -> None:
     """Every file of the bundle: logs, JSON, JSON lines, captured command outputs."""
-    for path in sorted(bundle.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            continue
-        path.write_bytes(_garble(path.read_bytes(), rng, 0.3 if path.suffix != ".json" else 0.2))
+    for path in garble.files(bundle):
+        path.write_bytes(garble.garble_numbers(path.read_bytes(), rng, 0.3 if path.suffix != ".json" else 0.2))
 
 
 def _retype_members(bundle: Path, rng: random.Random, share: float) -> None:
-    for path in sorted(bundle.rglob("*.json")) + sorted(bundle.rglob("*.jsonl")):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            continue
-        lines = path.read_bytes().splitlines() if path.suffix == ".jsonl" else [path.read_bytes()]
-        out = []
-        for line in lines:
-            try:
-                out.append(json.dumps(_retyped(json.loads(line), rng, share)).encode())
-            except ValueError:
-                out.append(line)
-        path.write_bytes(b"\n".join(out) + b"\n")
+    for path in garble.files(bundle):
+        if path.suffix in (".json", ".jsonl"):
+            garble.retype_json_file(path, rng, share)
 
 
 def _failures(tmp_path: Path, spoil) -> list[str]:

@@ -1,6 +1,7 @@
 """What observers share: the Observation being filled, and small measurement helpers."""
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from array import array
@@ -98,6 +99,12 @@ def as_dict(value: Any) -> dict:
 def as_list(value: Any) -> list:
     """``value`` if it is a JSON array, else an empty one (see ``as_dict``)."""
     return value if isinstance(value, list) else []
+
+
+def as_key(value: Any) -> Any:
+    """A JSON value usable as a set member or dict key: a list or object (garbled, where an id or
+    a rank belongs) by its JSON text, anything else as it is."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
 
 
 def as_count(value: Any, default: int | None = 0) -> int | None:

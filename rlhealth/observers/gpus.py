@@ -1,11 +1,10 @@
 """gpu_role: live GPU polls grouped by role (policy / inference / unknown)."""
 from __future__ import annotations
 
-import json
 import math
 
 from rlhealth.facts import Evidence, GpuRoleMeasured
-from rlhealth.observers.base import Observation, capture_rel, finite_mean, median
+from rlhealth.observers.base import Observation, as_key, capture_rel, finite_mean, median
 from rlhealth.probes.textio import quote
 
 
@@ -21,10 +20,7 @@ def observe(obs: Observation) -> None:
     by_role: dict[str, dict[tuple, list[dict]]] = {}
     for row in read.gpu_polls:
         role = row.get("role") if row.get("role") in ("policy", "inference") else "unknown"
-        gpu = row.get("gpu")
-        if isinstance(gpu, (list, dict)):      # garbled: keyed by its text
-            gpu = json.dumps(gpu, sort_keys=True)
-        by_role.setdefault(role, {}).setdefault((str(row.get("host")), gpu), []).append(row)
+        by_role.setdefault(role, {}).setdefault((str(row.get("host")), as_key(row.get("gpu"))), []).append(row)
     for role in sorted(by_role):
         gpus = by_role[role]
         keys = sorted(gpus, key=str)

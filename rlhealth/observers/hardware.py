@@ -1,16 +1,9 @@
 """gpu_health, gpu_xid and flight_recorder: what a live probe fetched from the nodes and the trainer."""
 from __future__ import annotations
 
-import json
-
 from rlhealth.facts import Evidence, FlightRecorderMeasured, GpuHealthMeasured, GpuXidMeasured
-from rlhealth.observers.base import Observation, as_count, as_dict, as_list, capture_rel, summary
+from rlhealth.observers.base import Observation, as_count, as_dict, as_key, as_list, capture_rel, summary
 from rlhealth.probes.textio import quote
-
-
-def _key(value):
-    """A rank as a set member: a list or object (garbled) by its JSON text."""
-    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
 
 
 def _line(value) -> int | None:
@@ -63,6 +56,6 @@ def observe(obs: Observation) -> None:
         obs.add(FlightRecorderMeasured(
             fact_id="flight_recorder", evidence=(summary(f"{capture_rel(read)}/flight_recorder/summary.json", text),),
             readable_ranks=_int(fr.get("readable_ranks")),
-            stuck_ranks=len({_key(r) for s in stuck for r in as_list(s.get("ranks"))}),
-            behind_ranks=len({_key(b.get("rank")) for b in behind}),
+            stuck_ranks=len({as_key(r) for s in stuck for r in as_list(s.get("ranks"))}),
+            behind_ranks=len({as_key(b.get("rank")) for b in behind}),
             collective=str(top.get("collective")) if top else None, seq=_int(top.get("seq")) if top else None))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import resource
 import subprocess
 import sys
@@ -15,48 +14,22 @@ from pathlib import Path
 
 import pytest
 
-GARBLED = ["1.2.3", ".", "..", "-", "1e999", "-1e999", "nan", "inf", "-0", "9" * 40, "0x1f", "١٢", "1,5", "", "+", "1.", ".5"]
-_NUMBER = re.compile(rb"(?<![A-Za-z])[0-9]+(?:\.[0-9]+)?")
-_ODD = [None, 0, -1, 1.5, 1e308, -1e308, "", "x", "NaN", "2026-13-45T99:99:99Z", [], {}, [1, "a"], {"a": None}, True]
+import garble
+
 BINARY = (".safetensors", ".bin", ".pt", ".distcp")
 
 
-def _retyped(value, rng, share):
-    if rng.random() < share:
-        return rng.choice(_ODD)
-    if isinstance(value, dict):
-        return {k: _retyped(v, rng, share) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_retyped(v, rng, share) for v in value]
-    return value
-
-
-def _text_files(*roots: Path):
-    for root in roots:
-        for path in sorted(Path(root).rglob("*")):
-            if path.is_file() and not path.is_symlink() and path.suffix not in BINARY and path.stat().st_size < 2_000_000:
-                yield path
-
-
 def _garble_numbers(rng, *roots):
-    for path in _text_files(*roots):
+    for path in garble.files(*roots, skip_suffixes=BINARY):
         data = path.read_bytes()
         if b"\0" not in data[:1000]:
-            path.write_bytes(_NUMBER.sub(lambda m: rng.choice(GARBLED).encode() if rng.random() < 0.25 else m.group(0), data))
+            path.write_bytes(garble.garble_numbers(data, rng, 0.25))
 
 
 def _retype_members(rng, share, *roots):
-    for path in _text_files(*roots):
-        if path.suffix not in (".json", ".jsonl"):
-            continue
-        lines = path.read_bytes().splitlines() if path.suffix == ".jsonl" else [path.read_bytes()]
-        out = []
-        for line in lines:
-            try:
-                out.append(json.dumps(_retyped(json.loads(line), rng, share)).encode())
-            except ValueError:
-                out.append(line)
-        path.write_bytes(b"\n".join(out) + b"\n")
+    for path in garble.files(*roots):
+        if path.suffix in (".json", ".jsonl"):
+            garble.retype_json_file(path, rng, share)
 
 
 def _limit_memory():
@@ -82,3 +55,15 @@ def test_garbled_run_is_audited(tmp_path, B, kind, spoil):
         _retype_members(rng, float(share[0]), run, bundle)
     record = _audit(run, bundle)
     assert record["status"] in ("complete", "blocked"), record.get("error")
+
+
+def test_a_metric_step_of_ten_to_the_forty_is_audited(tmp_path, B):
+    """The gap count of the metric window, not an enumeration of every step up to 10**40."""
+    run, bundle = B.make_run(tmp_path / "run-standard", mode="standard")
+    step = 10 ** 40
+    with open(bundle / "finelog.log", "a") as log:
+        log.write("2026-08-01 20:00:00.000 | INFO     | skyrl_train.trainer:_log_metrics_stdout:1951 - WANDB_MIRROR "
+                  f"kind=train step={step} metrics=" + json.dumps({"reward/avg_raw_reward": 0.5, "trainer/global_step": step}) + "\n")
+    record = _audit(run, bundle)
+    assert record["status"] in ("complete", "blocked"), record.get("error")
+    assert record["metrics"]["last_step"] == step and record["metrics"]["missing_count"] == step - 81

@@ -25,3 +25,11 @@ def test_finite_drops_none_nan_and_infinities_only():
 def test_as_count(value, expected):
     assert as_count(value, default=None) == expected
     assert as_count(value) == (0 if expected is None else expected)
+
+
+def test_as_key_makes_garbled_ids_hashable_and_keeps_the_rest():
+    from rlhealth.observers.base import as_key
+
+    assert as_key([1, "a"]) == '[1, "a"]' and as_key({"b": 1, "a": 2}) == '{"a": 2, "b": 1}'
+    assert as_key(3) == 3 and as_key("3") == "3" and as_key(None) is None
+    assert len({as_key(v) for v in ([1], [1], {"x": 0}, 1)}) == 3
