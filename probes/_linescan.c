@@ -314,13 +314,15 @@ has_at(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const char *lit, Py_s
 #define LIT(s) s, (Py_ssize_t)(sizeof(s) - 1)
 
 /* The end of "<number> <literal>" at i, or -1: with accept_dot a decimal number (vllm.py _NUMBER:
- * digits with at most one ".", at least one digit), else [0-9]+. The literal starts with a byte
- * outside [0-9.], so a match takes the whole run of [0-9.] bytes (no other split can match). */
+ * digits with at most one ".", at least one digit), else [0-9]{1,max_digits} (max_digits 0: any
+ * count). The literal starts with a byte outside [0-9.], so a match takes the whole run of
+ * [0-9.] bytes (no other split can match). */
 static Py_ssize_t
-number_then(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot, const char *lit, Py_ssize_t len)
+number_then(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot, Py_ssize_t max_digits,
+            const char *lit, Py_ssize_t len)
 {
     Py_ssize_t j = run_of(p, i, n, accept_dot);
-    if (j == i || !has_at(p, j, n, lit, len))
+    if (j == i || (max_digits > 0 && j - i > max_digits) || !has_at(p, j, n, lit, len))
         return -1;
     if (accept_dot) {
         Py_ssize_t dots = 0;
@@ -332,19 +334,89 @@ number_then(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot, 
     return j + len;
 }
 
-/* End of the required part of STATS_RE after "Engine N: " (A), matched at i, or -1. */
+#define COUNT_DIGITS 18     /* vllm.py _COUNT: a request count longer than this is no count */
+
+/* Spans (start, end) of the groups of a STATS_RE match; an unmatched group has start -1. */
+typedef struct {
+    Py_ssize_t engine[2], prompt[2], gen[2], running[2], swapped[2], waiting[2], kv[2];
+} StatsMatch;
+
+static void
+span(Py_ssize_t *group, Py_ssize_t start, Py_ssize_t end)
+{
+    group[0] = start;
+    group[1] = end;
+}
+
+/* The required part of STATS_RE after "Engine N: " (A), matched at i: its end, or -1. */
 static Py_ssize_t
-match_required(const unsigned char *p, Py_ssize_t i, Py_ssize_t n)
+match_required(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, StatsMatch *m)
 {
     if (!has_at(p, i, n, LIT("Avg prompt throughput: ")))
         return -1;
-    i = number_then(p, i + 23, n, 1, LIT(" tokens/s, Avg generation throughput: "));
+    Py_ssize_t start = i + 23;
+    i = number_then(p, start, n, 1, 0, LIT(" tokens/s, Avg generation throughput: "));
     if (i < 0)
         return -1;
-    i = number_then(p, i, n, 1, LIT(" tokens/s, Running: "));
+    span(m->prompt, start, i - 38);
+    start = i;
+    i = number_then(p, start, n, 1, 0, LIT(" tokens/s, Running: "));
     if (i < 0)
         return -1;
-    return number_then(p, i, n, 0, LIT(" reqs"));
+    span(m->gen, start, i - 20);
+    start = i;
+    i = number_then(p, start, n, 0, COUNT_DIGITS, LIT(" reqs"));
+    if (i < 0)
+        return -1;
+    span(m->running, start, i - 5);
+    return i;
+}
+
+/* The leftmost STATS_RE match in p[:n]: 1 with its groups in *m, else 0. It starts at the first
+ * "Avg prompt throughput: " where the required part matches, or at the "Engine N: " just before
+ * it (no "Engine N: " can hold an "Avg", so no earlier start exists). The optional groups then
+ * match where they can, in order (each may be empty, so none backtracks into another). */
+static int
+find_stats(const unsigned char *p, Py_ssize_t n, StatsMatch *m)
+{
+    Py_ssize_t at = -1, i = -1;
+    const unsigned char *q = p;
+    while ((q = memmem(q, (size_t)(n - (q - p)), "Avg prompt throughput: ", 23)) != NULL) {
+        i = match_required(p, q - p, n, m);
+        if (i >= 0) {
+            at = q - p;
+            break;
+        }
+        q++;
+    }
+    if (at < 0)
+        return 0;
+    span(m->engine, -1, -1);
+    if (at >= 2 && p[at - 2] == ':' && p[at - 1] == ' ') {
+        Py_ssize_t d = at - 2;
+        while (d > 0 && is_digit(p[d - 1]))
+            d--;
+        if (d < at - 2 && d >= 7 && memcmp(p + d - 7, "Engine ", 7) == 0)
+            span(m->engine, d, at - 2);
+    }
+    Py_ssize_t end;
+    span(m->swapped, -1, -1);
+    if (has_at(p, i, n, LIT(", Swapped: ")) && (end = number_then(p, i + 11, n, 0, 0, LIT(" reqs"))) >= 0) {
+        span(m->swapped, i + 11, end - 5);
+        i = end;
+    }
+    span(m->waiting, -1, -1);
+    if (has_at(p, i, n, LIT(", Pending: ")) || has_at(p, i, n, LIT(", Waiting: "))) {
+        if ((end = number_then(p, i + 11, n, 0, COUNT_DIGITS, LIT(" reqs"))) >= 0) {
+            span(m->waiting, i + 11, end - 5);
+            i = end;
+        }
+    }
+    span(m->kv, -1, -1);
+    if (has_at(p, i, n, LIT(", GPU KV cache usage: ")) &&
+            (end = number_then(p, i + 22, n, 1, 0, LIT("%"))) >= 0)
+        span(m->kv, i + 22, end - 1);
+    return 1;
 }
 
 static int
@@ -368,35 +440,15 @@ stats_line(PyObject *Py_UNUSED(module), PyObject *arg)
             goto done;
         }
     }
-    /* The leftmost match: the first "Avg prompt throughput: " where the required part matches,
-     * started by the "Engine N: " just before it when there is one. */
-    Py_ssize_t at = -1, req_end = -1;
-    const unsigned char *q = p;
-    while ((q = memmem(q, (size_t)(n - (q - p)), "Avg prompt throughput: ", 23)) != NULL) {
-        req_end = match_required(p, q - p, n);
-        if (req_end >= 0) {
-            at = q - p;
-            break;
-        }
-        q++;
-    }
-    if (at < 0) {
+    StatsMatch m;
+    if (!find_stats(p, n, &m)) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *engine = Py_NewRef(Py_None);
-    if (at >= 2 && p[at - 2] == ':' && p[at - 1] == ' ') {
-        Py_ssize_t d = at - 2;
-        while (d > 0 && is_digit(p[d - 1]))
-            d--;
-        if (d < at - 2 && d >= 7 && memcmp(p + d - 7, "Engine ", 7) == 0) {
-            Py_SETREF(engine, PyUnicode_DecodeASCII((const char *)p + d, at - 2 - d, NULL));
-            if (engine == NULL)
-                goto done;
-        }
-    }
-    int swapped = has_at(p, req_end, n, LIT(", Swapped: ")) &&
-                  number_then(p, req_end + 11, n, 0, LIT(" reqs")) >= 0;
+    PyObject *engine = m.engine[0] < 0 ? Py_NewRef(Py_None)
+        : PyUnicode_DecodeASCII((const char *)p + m.engine[0], m.engine[1] - m.engine[0], NULL);
+    if (engine == NULL)
+        goto done;
     int newer = contains(p, n, LIT("MM cache hit rate")) || contains(p, n, LIT("External prefix"));
     const unsigned char *close = memchr(p, ')', (size_t)n);
     PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
@@ -404,11 +456,68 @@ stats_line(PyObject *Py_UNUSED(module), PyObject *arg)
         Py_DECREF(engine);
         goto done;
     }
-    result = Py_BuildValue("(NNNNn)", text, engine, PyBool_FromLong(swapped), PyBool_FromLong(newer),
+    result = Py_BuildValue("(NNNNn)", text, engine, PyBool_FromLong(m.swapped[0] >= 0), PyBool_FromLong(newer),
                            close == NULL ? (Py_ssize_t)-1 : (Py_ssize_t)(close - p));
 done:
     PyBuffer_Release(&view);
     return result;
+}
+
+/* float(p[start:end]) of a DECIMAL (as Python's float(): PyOS_string_to_double). New reference. */
+static PyObject *
+decimal_value(const unsigned char *p, const Py_ssize_t *group)
+{
+    char buf[64];
+    Py_ssize_t len = group[1] - group[0];
+    char *text = len < (Py_ssize_t)sizeof(buf) ? buf : PyMem_Malloc((size_t)len + 1);
+    if (text == NULL)
+        return PyErr_NoMemory();
+    memcpy(text, p + group[0], (size_t)len);
+    text[len] = '\0';
+    double value = PyOS_string_to_double(text, NULL, NULL);
+    if (text != buf)
+        PyMem_Free(text);
+    if (value == -1.0 && PyErr_Occurred())
+        return NULL;
+    return PyFloat_FromDouble(value);
+}
+
+/* int(p[start:end]) of at most COUNT_DIGITS digits. New reference. */
+static PyObject *
+count_value(const unsigned char *p, const Py_ssize_t *group)
+{
+    long long value = 0;
+    for (Py_ssize_t k = group[0]; k < group[1]; k++)
+        value = value * 10 + (p[k] - '0');
+    return PyLong_FromLongLong(value);
+}
+
+static PyObject *
+stats_fields(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "stats_fields() takes a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(arg))
+        Py_RETURN_NOTIMPLEMENTED;
+    const unsigned char *p = PyUnicode_DATA(arg);
+    StatsMatch m;
+    if (!find_stats(p, PyUnicode_GET_LENGTH(arg), &m))
+        Py_RETURN_NONE;
+    PyObject *prompt = decimal_value(p, m.prompt);
+    PyObject *gen = prompt ? decimal_value(p, m.gen) : NULL;
+    PyObject *running = gen ? count_value(p, m.running) : NULL;
+    PyObject *waiting = running ? (m.waiting[0] < 0 ? PyLong_FromLong(0) : count_value(p, m.waiting)) : NULL;
+    PyObject *kv = waiting ? (m.kv[0] < 0 ? Py_NewRef(Py_None) : decimal_value(p, m.kv)) : NULL;
+    if (kv == NULL) {
+        Py_XDECREF(prompt);
+        Py_XDECREF(gen);
+        Py_XDECREF(running);
+        Py_XDECREF(waiting);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNN)", prompt, gen, running, waiting, kv);
 }
 
 static void
@@ -439,6 +548,8 @@ static PyTypeObject CollectorType = {
 static PyMethodDef module_methods[] = {
     {"count_newlines", count_newlines_py, METH_VARARGS, "count_newlines(buffer, start=0, stop=len) -> int"},
     {"stats_line", stats_line, METH_O, "stats_line(raw) -> False | None | (text, engine, swapped, newer, close)"},
+    {"stats_fields", stats_fields, METH_O,
+     "stats_fields(text) -> NotImplemented | None | (prompt, gen, running, waiting, kv)"},
     {NULL, NULL, 0, NULL},
 };
 

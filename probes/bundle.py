@@ -32,8 +32,8 @@ from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
 from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS, scan_patterns
-from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary
-from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, stats_line, strip_actor_prefix
+from rlhealth.probes.parse.trials import BackgroundSummary, EarlyTrials, TrialSummary
+from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, stats_fields, stats_line, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 from rlhealth.progress import human_bytes, scan_progress
 
@@ -213,6 +213,7 @@ def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
     The fast path queues ``(text, source, line, engine, era)`` tuples; only the ones still in a
     per-engine deque at the end get a timestamp and a ``StatsSample`` (their engine and era are
     the memoised ``vp.engine_and_era`` the routing already derived)."""
+    sample = vp.StatsSample
     for engine, queue in read.stats.items():
         if not any(type(item) is tuple for item in queue):
             continue
@@ -220,8 +221,14 @@ def _finish_stats(read: BundleRead, reference_epoch: float | None) -> None:
         for item in queue:
             if type(item) is tuple:
                 text, source, line, key, era = item
-                item = vp.stats_sample(text, vp.stats_match(text), key, era, source, line,
-                                       line_timestamp(text, reference_epoch))
+                fields = stats_fields(text) if stats_fields is not None else None
+                if type(fields) is tuple:       # the C reading of the match's groups
+                    prompt, gen, running, waiting, kv = fields
+                    item = sample(key, line_timestamp(text, reference_epoch), prompt, gen, running, waiting, kv,
+                                  source, line, era, text)
+                else:
+                    item = vp.stats_sample(text, vp.stats_match(text), key, era, source, line,
+                                           line_timestamp(text, reference_epoch))
             done.append(item)
         read.stats[engine] = done
 
@@ -855,7 +862,10 @@ def _slurm_leg(rel: str) -> str | None:
 
 
 def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = None,
-                now_epoch: float | None = None) -> BundleRead:
+                now_epoch: float | None = None, early_trials: EarlyTrials | None = None) -> BundleRead:
+    """Everything a diagnosis reads from the bundle at ``root``. ``early_trials``: a trial reader
+    the command started before importing the diagnosis (``EarlyTrials``); adopted when it reads
+    this bundle's ``trace_jobs/``, else left for its owner to discard."""
     root = Path(root)
     read = BundleRead(root=root)
     if not root.exists():
@@ -936,7 +946,8 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         try:
             trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
                                            since=_current_attempt_start(read),
-                                           after=log_work.in_reader if log_work is not None else None)
+                                           after=log_work.in_reader if log_work is not None else None,
+                                           early=early_trials)
         except BaseException:
             if log_work is not None:
                 log_work.close()

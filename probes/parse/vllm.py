@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import re
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rlhealth.probes.parse import DECIMAL
 
 _NUMBER = DECIMAL     # a garbled "1.2.3" or "." makes no stats line
+_COUNT = r"\d{1,18}"  # nor does a request count longer than any real one (int() refuses 4,300 digits)
 STATS_RE = re.compile(
     rf"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<prompt>{_NUMBER}) tokens/s, "
-    rf"Avg generation throughput: (?P<gen>{_NUMBER}) tokens/s, Running: (?P<running>\d+) reqs"
+    rf"Avg generation throughput: (?P<gen>{_NUMBER}) tokens/s, Running: (?P<running>{_COUNT}) reqs"
     r"(?:, Swapped: (?P<swapped>\d+) reqs)?"
-    r"(?:, (?:Pending|Waiting): (?P<waiting>\d+) reqs)?"
+    rf"(?:, (?:Pending|Waiting): (?P<waiting>{_COUNT}) reqs)?"
     rf"(?:, GPU KV cache usage: (?P<kv>{_NUMBER})%)?")
 PREFIX_RE = re.compile(r"^\s*\((?P<actor>[A-Za-z0-9_]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9.:a-f]+))?\)")
 # The same patterns for ASCII text (``str.isascii()``, constant time): identical matches there
@@ -30,8 +31,7 @@ EAGER_TRUE_RE = re.compile(r"(?:enforce_eager\s*[=:]\s*['\"]?(?:True|true|1)\b|C
 EAGER_FALSE_RE = re.compile(r"(?:enforce_eager\s*[=:]\s*['\"]?(?:False|false|0)\b|Graph capturing finished|Capturing CUDA graphs)")
 
 
-@dataclass(frozen=True, slots=True)
-class StatsSample:
+class StatsSample(NamedTuple):
     """One vLLM stats line (a plain record: thousands are kept per bundle, built from parsed values)."""
     engine: str
     ts: float | None

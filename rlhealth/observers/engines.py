@@ -122,9 +122,16 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
     with that pid. Ambiguous matches stay apart (the count errs high, never low)."""
     addresses = pod_addresses(read)
     engines: dict[tuple, Engine] = {}
+    # raw_identity reads the same actor prefix the sample's engine key was derived from: it is
+    # the same for every sample of one (source, engine key, text or none)
+    identities: dict[tuple, tuple[tuple, str]] = {}
     for key in sorted(read.stats):
         for sample in read.stats[key]:
-            ident, label = raw_identity(sample, addresses)
+            memo = (sample.source, sample.engine, not sample.text)
+            found = identities.get(memo)
+            if found is None:
+                found = identities[memo] = raw_identity(sample, addresses)
+            ident, label = found
             engine = engines.get(ident)
             if engine is None:
                 engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None, label=label)

@@ -135,7 +135,9 @@ _STATS_PIECES = ["Engine 000: ", "Engine 12: ", "Engine : ", "Engine 7", "xEngin
                  "Avg prompt throughput: 12.5 tokens/s, ", "Avg generation throughput: ", "1.0", "..", "3", " tokens/s, ",
                  "Running: ", "4 reqs", " reqs", ".", "1.2.3", "5.", ", Swapped: ", "0 reqs", ", Swapped: x reqs", ", Pending: 2 reqs",
                  ", Waiting: 1 reqs", ", GPU KV cache usage: 5.5%", ", MM cache hit rate: 1%", "External prefix",
-                 "(EngineCore_DP0 pid=12) ", ")", "(", " ", "INFO 08-02 11:59:41 [loggers.py:259] ", "\t", "é", "\x1b[0m"]
+                 "(EngineCore_DP0 pid=12) ", ")", "(", " ", "INFO 08-02 11:59:41 [loggers.py:259] ", "\t", "é", "\x1b[0m",
+                 "9" * 18, "9" * 19, "1" * 5000, "0" * 30 + "7", "9" * 400 + ".5", ", Waiting: " + "8" * 19 + " reqs",
+                 ", Pending: " + "8" * 18 + " reqs", "Running: " + "5" * 19 + " reqs", "٣"]
 _FULL = ("Avg prompt throughput: 1.5 tokens/s, Avg generation throughput: 200.0 tokens/s, Running: 3 reqs")
 
 
@@ -176,6 +178,35 @@ def test_stats_line_reads_what_the_regex_reads():
                        "MM cache hit rate" in text or "External prefix" in text, text.find(")")), text
         assert vp.stats_match(text).group(0) == m.group(0)
     assert matched > 1000
+
+
+def test_stats_fields_read_what_stats_sample_reads():
+    """``stats_fields`` against the regex match read by ``vllm.stats_sample``: the same numbers
+    (the same types; a decimal past the float range is inf both ways), None without a match,
+    NotImplemented for non-ASCII text; counts longer than 18 digits make no match."""
+    from rlhealth.probes.parse import vllm as vp
+
+    rng = random.Random(12)
+    read = 0
+    for text in _stats_cases(rng):
+        got = _linescan.stats_fields(text)
+        if not text.isascii():
+            assert got is NotImplemented, text
+            continue
+        m = vp.STATS_RE.search(text)
+        if m is None:
+            assert got is None, text
+            continue
+        read += 1
+        sample = vp.stats_sample(text, m, "e", "v1", "s", 1, None)
+        want = (sample.prompt_tok_s, sample.gen_tok_s, sample.running, sample.waiting, sample.kv_pct)
+        assert got == want and [type(v) for v in got] == [type(v) for v in want], text
+        assert all(repr(a) == repr(b) for a, b in zip(got, want)), text
+    assert read > 1000
+    long_count = _FULL.replace("Running: 3", "Running: " + "3" * 19)
+    assert _linescan.stats_fields(long_count) is None and vp.STATS_RE.search(long_count) is None
+    with pytest.raises(TypeError):
+        _linescan.stats_fields(b"bytes")
 
 
 def test_stats_line_takes_buffers_and_real_lines():
