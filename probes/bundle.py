@@ -24,6 +24,7 @@ if TYPE_CHECKING:   # the reader is handed the catalog; it never loads the rule 
     from rlhealth.catalog import Catalog, Signature
 from rlhealth.facts import Occurrence, ProblemNote
 from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
+from rlhealth.probes.parse import MAX_COUNT_DIGITS
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.kubernetes import gpu_label_sightings
@@ -921,7 +922,8 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     bundle_leg = None
     if read.layout == "jupiter":
         job_id = str((read.manifest or {}).get("job_id") or "") if isinstance(read.manifest, dict) else ""
-        bundle_leg = job_id.rsplit("/", 1)[-1] if job_id.rsplit("/", 1)[-1].isdigit() else root.name
+        tail = job_id.rsplit("/", 1)[-1]
+        bundle_leg = tail if tail.isdigit() and len(tail) <= MAX_COUNT_DIGITS else root.name    # int() below
         has_finelog = any(rel == "finelog.log" for _, rel in files)
         if legs and bundle_leg not in legs and bundle_leg.isdigit():
             if has_finelog:      # the finelog is the bundle's own (current) chain leg

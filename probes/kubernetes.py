@@ -39,6 +39,7 @@ from rlhealth.usage import UsageError
 from rlhealth.probes.allowlist import CommandRefused, check_command
 from rlhealth.probes.capture import (CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo, ProbeRecord,
                                      utc_iso)
+from rlhealth.probes.parse import COUNT, read_count
 from rlhealth.probes.parse import iris as iris_parse
 from rlhealth.probes.parse import kubernetes as kparse
 from rlhealth.probes.parse.roles import load_role_table
@@ -798,16 +799,16 @@ def _exec_status(raw: str, subprotocol: str | None) -> tuple[int | None, str | N
     try:
         status = json.loads(raw)
     except ValueError:
-        m = re.search(r"exit code:?\s*(\d+)", raw)
+        m = re.search(rf"exit code:?\s*({COUNT})", raw)
         return (int(m.group(1)) if m else None), _short(raw, 300)
     if status.get("status") == "Success":
         return 0, None
     for cause in (status.get("details") or {}).get("causes") or []:
         if cause.get("reason") == "ExitCode":
-            try:
-                return int(cause.get("message")), None
-            except (TypeError, ValueError):
+            code = read_count(cause.get("message"))
+            if code is None:
                 break
+            return code, None
     return None, _short(status.get("message") or raw, 300)
 
 

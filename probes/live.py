@@ -23,6 +23,7 @@ from typing import Any
 
 from rlhealth.packaged import packaged_yaml
 from rlhealth.probes.capture import CaptureWriter, JobInfo, ModelInfo, PlacementInfo, ProbeRecord
+from rlhealth.probes.parse import read_count
 from rlhealth.probes.parse import flight_recorder as frp
 from rlhealth.probes.parse import launch as lp
 from rlhealth.probes.parse.nvidia_smi import parse_gpu_health, parse_xid_lines
@@ -148,17 +149,15 @@ def launch_into(info: JobInfo, sources: dict[str, str], config: dict | None, con
     if retries:
         info.max_retries, sources["max_retries"] = retries
     place = lp.placement_from(flat)
-    if {"colocate_all", "num_inference_engines", "inference_tp", "policy_gpus_per_node"} <= set(place):
-        try:
-            info.placement = PlacementInfo(
-                colocate_all=bool(place["colocate_all"][0]), num_inference_engines=int(place["num_inference_engines"][0]),
-                inference_tp=int(place["inference_tp"][0]),
-                policy_gpus=int(place["policy_gpus_per_node"][0]) * int((place.get("policy_nodes") or (1,))[0]),
-                n_concurrent_trials=int(place["n_concurrent_trials"][0]) if "n_concurrent_trials" in place else None,
-                max_num_seqs=int(place["max_num_seqs"][0]) if "max_num_seqs" in place else None)
-            sources["placement"] = f"{config_rel}: " + ", ".join(sorted(k for _, k in place.values()))
-        except (TypeError, ValueError):
-            pass
+    numbers = {field: read_count(value) for field, (value, _key) in place.items() if field != "colocate_all"}
+    if ({"colocate_all", "num_inference_engines", "inference_tp", "policy_gpus_per_node"} <= set(place)
+            and None not in numbers.values()):        # a number that is no count (inf, "abc", 5,000 digits): none
+        info.placement = PlacementInfo(
+            colocate_all=bool(place["colocate_all"][0]), num_inference_engines=numbers["num_inference_engines"],
+            inference_tp=numbers["inference_tp"],
+            policy_gpus=numbers["policy_gpus_per_node"] * numbers.get("policy_nodes", 1),
+            n_concurrent_trials=numbers.get("n_concurrent_trials"), max_num_seqs=numbers.get("max_num_seqs"))
+        sources["placement"] = f"{config_rel}: " + ", ".join(sorted(k for _, k in place.values()))
 
 
 def read_config(capture_dir: Path) -> tuple[dict | None, str | None]:

@@ -48,6 +48,7 @@ from rlhealth.probes.scan import strip_actor_prefix
 from rlhealth.probes.capture import (Attempt, CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo,
                                      ProbeRecord, utc_iso)
 from rlhealth.probes.options import ProbeOptions
+from rlhealth.probes.parse import read_count
 from rlhealth.probes.parse import launch as lp
 from rlhealth.probes.parse import slurm as ps
 from rlhealth.probes.parse.kubernetes import parse_ls_full_iso
@@ -628,7 +629,7 @@ def legs_from_capture(capture_dir: Path, job_id: str) -> list[ps.Leg]:
                          exit_code=rec.get("ExitCode"), work_dir=rec.get("WorkDir"), node_list=node_list,
                          stdout=rec.get("StdOut"), stderr=rec.get("StdErr"),
                          dependency=rec.get("Dependency"),
-                         restarts=int(rec["Restarts"]) if rec.get("Restarts", "").isdigit() else None)
+                         restarts=read_count(rec.get("Restarts")))
     me = legs.get(job_id)
     if me is None:
         return []
@@ -746,7 +747,7 @@ def build_job_info(capture_dir: Path, manifest: dict) -> JobInfo | None:
         rows = parse_gpu_inventory(_read(f))
         if rows:
             inventories[f"raw/{f.name}"] = rows
-    n_nodes = len(nodes) or (int(record["NumNodes"].split("-")[0]) if record.get("NumNodes", "").split("-")[0].isdigit() else None)
+    n_nodes = len(nodes) or read_count(record.get("NumNodes", "").split("-")[0])
     if inventories:
         first_rel, first_rows = next(iter(inventories.items()))
         info.hardware = HardwareInfo(gpu=gpu_class(first_rows[0]["name"]),

@@ -23,9 +23,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rlhealth.probes.parse import COUNT, read_count
+
 MAX_DUMP_BYTES = 32 * 1024 * 1024
 MAX_ENTRIES = 100_000
-_RANK_SUFFIX = re.compile(r"(\d+)$")
+_RANK_SUFFIX = re.compile(rf"({COUNT})$")
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -69,13 +71,6 @@ def _pg_name(entry: dict) -> str:
     return f"pg{entry.get('pg_id', '?')}"
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def rank_summary(doc: dict) -> dict:
     """One rank's dump -> ``{"version", "entries", "truncated", "groups": {pg: {...}}}``."""
     entries = doc.get("entries")
@@ -85,7 +80,7 @@ def rank_summary(doc: dict) -> dict:
     for entry in entries[:MAX_ENTRIES]:
         if not isinstance(entry, dict) or entry.get("is_p2p"):
             continue
-        seq = _int(entry.get("collective_seq_id"))
+        seq = read_count(entry.get("collective_seq_id"))
         if seq is None:
             continue
         pg = _pg_name(entry)
@@ -98,7 +93,7 @@ def rank_summary(doc: dict) -> dict:
                 g["last_completed_seq"] = seq
         elif g["first_pending"] is None or seq < g["first_pending"]["seq"]:
             g["first_pending"] = {"seq": seq, "collective": _text(entry.get("profiling_name", "?")),
-                                  "state": state or "unknown", "record_id": _int(entry.get("record_id")),
+                                  "state": state or "unknown", "record_id": read_count(entry.get("record_id")),
                                   "input_sizes": entry.get("input_sizes") if isinstance(entry.get("input_sizes"), list) else None}
     return {"version": _text(doc.get("version", "?")), "entries": len(entries), "truncated": truncated,
             "groups": {k: groups[k] for k in sorted(groups)}}

@@ -12,6 +12,7 @@ import re
 from typing import Iterable, get_args
 
 from rlhealth.probes.capture import TERMINAL_STATES, Attempt, ControllerState, ControllerStateName
+from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse.kubernetes import PodInfo
 
 IRIS_STATES = set(get_args(ControllerStateName)) - {"absent"}  # the controller vocabulary (contract §2.2)
@@ -36,16 +37,16 @@ def parse_job_summary(text: str) -> dict | None:
         return None
     rest = m.group(2)
     out: dict = {"state_raw": m.group(1), "state": normalize_state(m.group(1))}
-    e = re.search(r"\bexit=(-?\d+|-)", rest)
+    e = re.search(rf"\bexit=(-?{COUNT}|-)", rest)
     out["exit_code"] = None if not e or e.group(1) == "-" else int(e.group(1))
-    f = re.search(r"\bfailures=(\d+)", rest)
+    f = re.search(rf"\bfailures=({COUNT})", rest)
     out["failure_count"] = int(f.group(1)) if f else 0
-    p = re.search(r"\bpreemptions=(\d+)", rest)
+    p = re.search(rf"\bpreemptions=({COUNT})", rest)
     out["preemption_count"] = int(p.group(1)) if p else 0
-    t = re.search(r"^\s*Tasks:\s*(\d+)\s*/\s*(\d+)\s*completed(.*)$", text, re.M)
+    t = re.search(rf"^\s*Tasks:\s*({COUNT})\s*/\s*({COUNT})\s*completed(.*)$", text, re.M)
     if t:
         out["tasks_completed"], out["tasks_total"] = int(t.group(1)), int(t.group(2))
-        out["task_states"] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", t.group(3))}
+        out["task_states"] = {k: int(v) for k, v in re.findall(rf"(\w+)=({COUNT})", t.group(3))}
     return out
 
 

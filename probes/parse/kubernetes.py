@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable
 
+from rlhealth.probes.parse import COUNT, read_count
 from rlhealth.probes.parse.nvidia_smi import gpu_class, parse_gpu_inventory  # noqa: F401 (re-exported)
 from rlhealth.probes.parse.roles import RoleTable, gpu_roles, process_roles  # noqa: F401 (re-exported)
 
@@ -79,8 +80,8 @@ def match_reason(pod: dict, job_id: str) -> str | None:
 
 # --------------------------------------------------------------------------- pod facts
 
-_SINGLE = re.compile(r"^-(?P<rank>\d+)-(?P<hash>[0-9a-z]+)-(?P<gen>\d+)$")
-_LEAF = re.compile(r"^-(?P<hash>[0-9a-z]+)-(?P<rank>\d+)$")
+_SINGLE = re.compile(rf"^-(?P<rank>{COUNT})-(?P<hash>[0-9a-z]+)-(?P<gen>{COUNT})$")
+_LEAF = re.compile(rf"^-(?P<hash>[0-9a-z]+)-(?P<rank>{COUNT})$")
 
 
 def parse_pod_name(name: str, job_short: str) -> dict:
@@ -156,27 +157,23 @@ def pod_info(pod: dict, job_id: str) -> PodInfo | None:
     generation = parsed["generation"]
     group = _labels(pod).get(POD_GROUP_LABEL, "")
     prefix = pod_group_prefix(job_id)
-    if generation is None and group.startswith(prefix) and group[len(prefix):].isdigit():
-        generation = int(group[len(prefix):])
+    if generation is None and group.startswith(prefix):
+        generation = read_count(group[len(prefix):])
     rank = parsed["rank"]
     if rank is None:  # IRIS_TASK_ID=/user/job/<rank>[:<attempt>] (marin-artifacts §4.2)
         task_id = _task_env(pod, "IRIS_TASK_ID") or ""
-        m = re.search(r"/(\d+)(?::\d+)?$", task_id)
+        m = re.search(rf"/({COUNT})(?::\d+)?$", task_id)
         rank = int(m.group(1)) if m else None
     cs = _container_status(pod)
     gpus = None
     for c in spec.get("containers") or []:
         if c.get("name") == TASK_CONTAINER:
-            lim = ((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
-            try:
-                gpus = int(lim) if lim is not None else None
-            except (TypeError, ValueError):
-                gpus = None
+            gpus = read_count(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu"))
     return PodInfo(
         name=name, phase=status.get("phase") or "Unknown", rank=rank, generation=generation or 0,
         match=reason, node=spec.get("nodeName"), created=meta.get("creationTimestamp"),
         started=status.get("startTime"), deleting=bool(meta.get("deletionTimestamp")),
-        restart_count=int(cs.get("restartCount") or 0),
+        restart_count=read_count(cs.get("restartCount")) or 0,
         last_terminated=(cs.get("lastState") or {}).get("terminated"),
         terminated=(cs.get("state") or {}).get("terminated"),
         waiting_reason=((cs.get("state") or {}).get("waiting") or {}).get("reason"),
@@ -216,14 +213,14 @@ def parse_ps(text: str) -> list[dict]:
     """``ps -eo pid,args --no-headers -ww`` -> ``[{"pid", "args"}]`` (a PID header line is skipped)."""
     rows = []
     for line in text.splitlines():
-        m = re.match(r"^\s*(\d+)\s+(.*\S)\s*$", line)
+        m = re.match(rf"^\s*({COUNT})\s+(.*\S)\s*$", line)
         if m:
             rows.append({"pid": int(m.group(1)), "args": m.group(2)})
     return rows
 
 
 _LS_FULL_ISO = re.compile(
-    r"^(?P<mode>[-dlcbps][-rwxsStT]{9})[.+@]?\s+\d+\s+\S+\s+\S+\s+(?P<size>\d+)\s+"
+    rf"^(?P<mode>[-dlcbps][-rwxsStT]{{9}})[.+@]?\s+\d+\s+\S+\s+\S+\s+(?P<size>{COUNT})\s+"
     r"(?P<date>\d{4}-\d{2}-\d{2})\s+(?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s+(?P<tz>[+-]\d{4})\s+(?P<name>.+)$")
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from rlhealth.audit.config import CONFIG_FILES, flatten  # noqa: F401 (CONFIG_FILES re-exported)
 from rlhealth.mode import classify_mode
+from rlhealth.probes.parse import COUNT, read_count
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_LAUNCH_ARGS = 4000
@@ -25,8 +26,8 @@ PARAMS = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)[Bb](?:-A(\d+(?:\.\d+)?)[B
 MODEL_KEYS = ("policy.model.path", "trainer.policy.model.path", "model.path", "model_path", "model_name",
               "pretrain", "model")
 MODEL_FLAGS = ("--model", "--model-path", "--model_path", "--pretrain")
-MAX_RETRIES_FLAG = re.compile(r"^--max[-_]retries(?:=(\d+))?$")
-MAX_RETRIES_ASSIGN = re.compile(r"^(?:export\s+)?(?:IRIS_)?MAX_RETRIES=(\d+)$")
+MAX_RETRIES_FLAG = re.compile(rf"^--max[-_]retries(?:=({COUNT}))?$")
+MAX_RETRIES_ASSIGN = re.compile(rf"^(?:export\s+)?(?:IRIS_)?MAX_RETRIES=({COUNT})$")
 # placement settings (config key suffix -> PlacementInfo field)
 PLACEMENT_KEYS = {
     "colocate_all": "colocate_all",
@@ -37,7 +38,7 @@ PLACEMENT_KEYS = {
     "policy_num_gpus_per_node": "policy_gpus_per_node",
     "policy_num_nodes": "policy_nodes",
 }
-_GRES_GPU = re.compile(r"gres/gpu(?::([A-Za-z0-9_-]+))?=(\d+)")
+_GRES_GPU = re.compile(rf"gres/gpu(?::([A-Za-z0-9_-]+))?=({COUNT})")
 
 
 def parse_config(text: str, name: str) -> tuple[dict | None, str | None]:
@@ -118,9 +119,9 @@ def max_retries_from(args: list[tuple[str, int | None, str]]) -> tuple[int, str]
         where = f"{source}:{line}" if line else source
         m = MAX_RETRIES_FLAG.match(token)
         if m:
-            value = m.group(1) or (args[i + 1][0] if i + 1 < len(args) else "")
-            if value.isdigit():
-                return int(value), where
+            retries = read_count(m.group(1) or (args[i + 1][0] if i + 1 < len(args) else ""))
+            if retries is not None:
+                return retries, where
         m = MAX_RETRIES_ASSIGN.match(token)
         if m:
             return int(m.group(1)), where

@@ -11,6 +11,8 @@ import io
 import math
 import re
 
+from rlhealth.probes.parse import COUNT, read_count
+
 _NA = {"[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", ""}
 _UNIT = re.compile(r"\s*(%|MiB|W|GiB|MHz|C)\s*$")
 
@@ -90,9 +92,10 @@ def parse_gpu_inventory(text: str) -> list[dict]:
     rows = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         cells = [c.strip() for c in line.split(",", 2)]
-        if len(cells) < 3 or not cells[0].isdigit():
+        gpu = read_count(cells[0]) if len(cells) >= 3 else None
+        if gpu is None:
             continue
-        rows.append({"gpu": int(cells[0]), "uuid": cells[1], "name": cells[2], "line": lineno})
+        rows.append({"gpu": gpu, "uuid": cells[1], "name": cells[2], "line": lineno})
     return rows
 
 
@@ -142,7 +145,7 @@ HEALTH_ARGS = ["-q", "-d", "ECC,PAGE_RETIREMENT,ROW_REMAPPER"]
 _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 _SECTION = re.compile(r"^(\s*)(\S.*?)\s*$")
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+)\b")
+_XID = re.compile(rf"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ({COUNT})\b")
 
 # measurement -> (section path prefix, leaf test); values are summed over the matching leaves
 _COUNTERS = {
@@ -220,8 +223,9 @@ def parse_gpu_health(text: str) -> list[dict]:
         for key, (prefix, leaf) in _COUNTERS.items():
             if _leaf_matches(path, prefix, leaf):
                 number = _number(value)
-                if number is not None:
-                    cur[key] = int((cur[key] or 0) + number)
+                total = (cur[key] or 0) + number if number is not None else None
+                if total is not None and math.isfinite(total):      # two leaves of 1e308: no reading
+                    cur[key] = int(total)
                     cur["evidence"].setdefault(key, []).append(lineno)
         for key, (prefix, leaf) in _FLAGS.items():
             if _leaf_matches(path, prefix, leaf) and value.lower() in ("yes", "no"):

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from rlhealth.probes.capture import TERMINAL_STATES
+from rlhealth.probes.parse import COUNT, read_count
 from rlhealth.probes.parse.timestamps import iso, parse_iso
 
 # ---- state vocabulary (marin-artifacts §4.4) --------------------------------------------------
@@ -81,7 +82,7 @@ def parse_exit_code(value: str | None) -> tuple[int | None, int | None]:
     """``"1:0"`` -> ``(1, 0)`` (exit code of the batch script, terminating signal)."""
     if not value:
         return None, None
-    m = re.fullmatch(r"\s*(\d+):(\d+)\s*", value)
+    m = re.fullmatch(rf"\s*({COUNT}):({COUNT})\s*", value)
     if not m:
         return None, None
     return int(m.group(1)), int(m.group(2))
@@ -105,9 +106,11 @@ def expand_hostlist(text: str | None) -> list[str]:
         for part in ranges.split(","):
             if "-" in part:
                 lo, hi = part.split("-", 1)
-                if lo.isdigit() and hi.isdigit() and int(hi) >= int(lo) and int(hi) - int(lo) < 4096:
+                first = read_count(lo) if lo.isdigit() else None
+                last = read_count(hi) if hi.isdigit() else None
+                if first is not None and last is not None and 0 <= last - first < 4096:
                     width = len(lo)
-                    hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi) + 1))
+                    hosts.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(first, last + 1))
                     continue
             hosts.append(f"{prefix}{part}{suffix}")
     return hosts
@@ -182,8 +185,9 @@ def parse_ps_tree(text: str) -> dict[int, tuple[int, int, str]]:
     procs: dict[int, tuple[int, int, str]] = {}
     for raw in text.splitlines():
         parts = raw.split(None, 3)
-        if len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit():
-            procs[int(parts[0])] = (int(parts[1]), int(parts[2]) if parts[2].isdigit() else 0, parts[3])
+        pid, ppid = (read_count(parts[0]), read_count(parts[1])) if len(parts) == 4 else (None, None)
+        if pid is not None and ppid is not None:
+            procs[pid] = (ppid, read_count(parts[2]) or 0, parts[3])
     return procs
 
 
@@ -277,7 +281,9 @@ class Leg:
 def job_id_key(job_id: str) -> tuple[int, int]:
     """Sort key of ``"123"`` / ``"123_4"`` (submission order)."""
     main, _, task = job_id.partition("_")
-    return (int(main) if main.isdigit() else 0, int(task) if task.isdigit() else -1)
+    main_n = read_count(main) if main.isdigit() else None
+    task_n = read_count(task) if task.isdigit() else None
+    return (0 if main_n is None else main_n, -1 if task_n is None else task_n)
 
 
 def merge_leg(legs: dict[str, Leg], job_id: str, source: str, **values) -> Leg:

@@ -17,18 +17,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from rlhealth.probes.parse import DECIMAL
+from rlhealth.probes.parse import COUNT, DECIMAL, read_count
 
-WANDB_RE = re.compile(r"WANDB_MIRROR\s+kind=(?P<kind>\S+)\s+step=(?P<step>\d+)\s+metrics=(?P<payload>.*)$")
-STEP_PROGRESS_RE = re.compile(r"Training Step Progress:\s*(\d+)\s*/\s*(\d+)")
-STEP_PROGRESS_TQDM_RE = re.compile(r"Training Step Progress:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
+WANDB_RE = re.compile(rf"WANDB_MIRROR\s+kind=(?P<kind>\S+)\s+step=(?P<step>{COUNT})\s+metrics=(?P<payload>.*)$")
+STEP_PROGRESS_RE = re.compile(rf"Training Step Progress:\s*({COUNT})\s*/\s*({COUNT})")
+STEP_PROGRESS_TQDM_RE = re.compile(rf"Training Step Progress:\s*\d+%\|[^|]*\|\s*({COUNT})/({COUNT})")
 PHASE_RE = re.compile(rf"\b(Started|Finished): '(?P<phase>[A-Za-z0-9_./-]+)'(?:, time cost: (?P<cost>{DECIMAL})s)?")
-GEN_BUFFER_RE = re.compile(r"Generation Buffer Progress:\s*(?:\d+%\|[^|]*\|\s*)?(\d+)\s*/\s*(\d+)")
-DICT_END_RE = re.compile(r"'trainer/global_step':\s*(\d+)\s*,?\s*\}")
-BATCH_COMPLETE_RE = re.compile(r"Batch generation complete: (\d+)/(\d+) successful, (\d+) failed instances, (\d+) masked")
+GEN_BUFFER_RE = re.compile(rf"Generation Buffer Progress:\s*(?:\d+%\|[^|]*\|\s*)?({COUNT})\s*/\s*({COUNT})")
+DICT_END_RE = re.compile(rf"'trainer/global_step':\s*({COUNT})\s*,?\s*\}}")
+BATCH_COMPLETE_RE = re.compile(
+    rf"Batch generation complete: ({COUNT})/({COUNT}) successful, ({COUNT}) failed instances, ({COUNT}) masked")
 EXC_BREAKDOWN_RE = re.compile(r"Exception breakdown: (\{.*\})")
 USE_TIS_RE = re.compile(r"(?:\btrainer\.algorithm\.use_tis\s*=|\buse_tis[\"']?\s*[:=])\s*(true|false)\b", re.I)
-RESUMED_RE = re.compile(r"Resumed training from global_step (\d+)")
+RESUMED_RE = re.compile(rf"Resumed training from global_step ({COUNT})")
 
 # Semantic metric names: alias lists in priority order (marin-artifacts §2.4).
 METRIC_ALIASES: dict[str, tuple[str, ...]] = {
@@ -126,7 +127,10 @@ def parse_dict_block(block_text: str) -> dict[str, float] | None:
             return None
     if not isinstance(payload, dict) or "trainer/global_step" not in payload:
         return None
-    return numeric_metrics(payload)
+    metrics = numeric_metrics(payload)
+    if "trainer/global_step" in metrics and read_count(metrics["trainer/global_step"]) is None:
+        return None     # a step of 1e999, NaN or thousands of digits: no record
+    return metrics
 
 
 def metric(record_metrics: dict[str, float], name: str) -> float | None:

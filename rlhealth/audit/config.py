@@ -21,6 +21,7 @@ import yaml
 
 from rlhealth.audit.safefs import Root
 from rlhealth.mode import classify_mode, harness_evidence
+from rlhealth.probes.parse import COUNT
 
 CONFIG_FILES = ["resolved_config.yaml", "resolved_config.yml", "resolved_config.json", ".hydra/config.yaml",
                 "launch_config.yaml", "launch_config.yml", "launch_config.json", "config.yaml"]
@@ -93,7 +94,7 @@ def _strings(obj):
 
 def _coerce(value: str):
     v = value.strip().strip("'\"")
-    if re.fullmatch(r"-?\d+", v):
+    if re.fullmatch(rf"-?{COUNT}", v):
         return int(v)
     if v.lower() in ("true", "false"):
         return v.lower() == "true"

@@ -6,6 +6,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse.timestamps import parse_iso
 from rlhealth.audit import config as C
 from rlhealth.audit import logs as L
@@ -148,7 +149,7 @@ class Audit:
         if not self.run.is_file(p):
             return None, "latest_ckpt_global_step.txt absent"
         text = self.run.read_text(p, limit=4096)
-        if text is None or not re.fullmatch(r"\s*\d+\s*", text):
+        if text is None or not re.fullmatch(rf"\s*{COUNT}\s*", text):
             self.problem("blocking", "latest-marker-invalid", f"{self.run.display(p)} is not an integer step")
             return None, "latest_ckpt_global_step.txt is not an integer"
         return int(text), self.run.display(p)

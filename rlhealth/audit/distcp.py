@@ -25,8 +25,9 @@ from pathlib import Path
 
 from rlhealth.audit.ranges import gaps as rank_gaps
 from rlhealth.audit.safefs import Root
+from rlhealth.probes.parse import COUNT
 
-SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
+SHARD = re.compile(rf"^__({COUNT})_({COUNT})\.distcp$")
 MAX_METADATA_BYTES = 256 << 20
 DCP_CLASS = "torch.distributed.checkpoint.metadata"
 _STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING", "STRING", "GLOBAL"}

@@ -16,9 +16,10 @@ from pathlib import Path
 from rlhealth.audit.knowledge import audit_rules
 from rlhealth.audit.ranges import gaps
 from rlhealth.audit.safefs import Root
+from rlhealth.probes.parse import COUNT
 from rlhealth.redact import redact
 
-EVIDENCE_STEP = re.compile(r"^step (\d+):")   # the diagnosis quotes a per-step measurement as "step N: ..."
+EVIDENCE_STEP = re.compile(rf"^step ({COUNT}):")   # the diagnosis quotes a per-step measurement as "step N: ..."
 
 
 # ---------------------------------------------------------------------------------------- coverage

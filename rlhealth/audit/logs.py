@@ -21,6 +21,7 @@ from rlhealth.audit.safefs import Root
 from rlhealth.catalog import load_catalog
 from rlhealth.first_error import first_errors_by_attempt
 from rlhealth.probes.bundle import EXTRACTORS, scan_log_file
+from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.redact import redact
 
@@ -29,8 +30,8 @@ REVISION = [
     ("log: [rl-iris] MarinSkyRL now at", re.compile(r"\[rl-iris\] MarinSkyRL now at ([0-9a-fA-F]{7,40})\b")),
     ("log: HEAD is now at", re.compile(r"\bHEAD is now at ([0-9a-fA-F]{7,40})\b")),
 ]
-SAVED = re.compile(r"Successfully saved checkpoint for global_step_(\d+)")
-RESUMED = re.compile(r"Resumed training from global_step (\d+)")
+SAVED = re.compile(rf"Successfully saved checkpoint for global_step_({COUNT})")
+RESUMED = tp.RESUMED_RE
 MAX_TEXT = 500
 
 

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from rlhealth.probes.parse import COUNT
+
 DEFAULT_METRIC = "reward/avg_raw_reward"
 NAMES = ("ema-reward", "last-valid", "fixed")
 
@@ -77,12 +79,12 @@ def parse_policy(text: str | None) -> Policy | None:
         out["alpha_text"] = params.get("alpha", "1/3")
         for k in ("save_every", "min_step"):
             if k in params:
-                if not re.fullmatch(r"\d+", params[k]) or (k == "save_every" and int(params[k]) == 0):
+                if not re.fullmatch(COUNT, params[k]) or (k == "save_every" and int(params[k]) == 0):
                     raise PolicyError(f"{k} must be a positive integer")
                 out[k] = int(params[k])
         out["metric"] = params.get("metric", DEFAULT_METRIC)
     elif name == "fixed":
-        if "step" not in params or not re.fullmatch(r"\d+", params["step"]):
+        if "step" not in params or not re.fullmatch(COUNT, params["step"]):
             raise PolicyError("fixed needs step=<integer>")
         out["step"] = int(params["step"])
     return Policy(name, out, t)

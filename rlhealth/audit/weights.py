@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlhealth.audit.safefs import Root
+from rlhealth.probes.parse import COUNT, MAX_COUNT_DIGITS, read_count
 
 MAX_HEADER_BYTES = 64 << 20   # real headers are KBs to a few MB; more is treated as corrupt
 DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
@@ -75,6 +76,8 @@ def read_header(root: Root, p: Path) -> Header:
             return Header(disp, False, f"tensor {name!r}: data_offsets end {offs[1]} beyond the data region ({data_len} bytes); file truncated")
         nbytes = offs[1] - offs[0]
         count = math.prod(shape)
+        if read_count(count) is None:      # more elements than MAX_COUNT_DIGITS digits: no real tensor
+            return Header(disp, False, f"tensor {name!r}: shape of more than 10**{MAX_COUNT_DIGITS} elements")
         if dtype in DTYPE_BYTES and count * DTYPE_BYTES[dtype] != nbytes:
             return Header(disp, False, f"tensor {name!r}: {dtype}{shape} needs {count * DTYPE_BYTES[dtype]} bytes, offsets span {nbytes}")
         h.tensors[name] = (tuple(shape), nbytes)
@@ -210,7 +213,7 @@ def model_size(root: Root, d: Path, headers: list[Header], total_parameters, che
         if name.endswith("embed_tokens.weight") and len(shape) == 2 and isinstance(V, int) and isinstance(H, int):
             if tuple(shape) != (V, H):
                 mism.append(f"{name} shape {list(shape)} != [vocab_size={V}, hidden_size={H}]")
-    layers = {int(m.group(1)) for name in tensors for m in [re.search(r"\blayers\.(\d+)\.", name)] if m}
+    layers = {int(m.group(1)) for name in tensors for m in [re.search(rf"\blayers\.({COUNT})\.", name)] if m}
     if layers and isinstance(L, int) and len(layers) != L:
         mism.append(f"tensors hold {len(layers)} layer(s) but num_hidden_layers={L}")
     if mism:

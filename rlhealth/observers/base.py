@@ -11,6 +11,7 @@ from typing import Any
 from rlhealth.catalog import Catalog
 from rlhealth.facts import Evidence, Fact, Occurrence
 from rlhealth.probes.bundle import BundleRead
+from rlhealth.probes.parse import read_count
 from rlhealth.probes.textio import quote
 
 
@@ -108,17 +109,11 @@ def as_key(value: Any) -> Any:
 
 
 def as_count(value: Any, default: int | None = 0) -> int | None:
-    """A count from JSON evidence: an int, a finite float (truncated) or a string of digits; anything
-    else (garbled or hostile: "abc", 1e999, NaN, true) is ``default``, never an exception."""
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) else default
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
-    return default
+    """A count from JSON evidence (``probes.parse.read_count``: an int, a finite float truncated or
+    a string of digits, of at most ``MAX_COUNT_DIGITS`` digits); anything else (garbled or hostile:
+    "abc", 1e999, NaN, true, thousands of digits) is ``default``, never an exception."""
+    got = read_count(value)
+    return default if got is None else got
 
 
 def rounded(value: float | None, digits: int = 1) -> float | None:

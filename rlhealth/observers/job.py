@@ -11,13 +11,14 @@ from rlhealth.observers import gpu_type
 from rlhealth.observers.base import Observation, as_count, as_dict, as_list, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
+from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.vllm import eager_from_config
 from rlhealth.probes.textio import quote
 
 MODEL_PATH_RE = re.compile(r"(?:model_path|model\.path|--model|pretrain|model_name)[\"']?\s*[=: ]\s*[\"']?([A-Za-z0-9_./-]+)")
 PARAMS_RE = re.compile(r"(\d+(?:\.\d+)?)[Bb](?:-A(\d+(?:\.\d+)?)[Bb])?\b")
-INT_SETTING = "{key}[\"']?\\s*[=:]\\s*[\"']?(\\d+)"
+INT_SETTING = "{key}[\"']?\\s*[=:]\\s*[\"']?({count})"
 STATE_ALIASES = {"terminated": "killed", "worker failed": "worker_failed", "awaiting placement": "pending",
                  "completed": "succeeded", "timeout": "failed", "cancelled": "killed", "unknown": None}
 
@@ -157,12 +158,12 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
     def setting(key: str) -> int | None:
         if placement.get(key) is not None:
             return as_count(placement[key], default=None)
-        m = re.search(INT_SETTING.format(key=key), text)
+        m = re.search(INT_SETTING.format(key=key, count=COUNT), text)
         return int(m.group(1)) if m else None
 
     n_trials = setting("n_concurrent_trials")
     if n_trials is None and read.generator_init is not None:
-        m = re.search(r"Concurrent trials: (\d+)", read.generator_init.text)
+        m = re.search(rf"Concurrent trials: ({COUNT})", read.generator_init.text)
         n_trials = int(m.group(1)) if m else None
     eager = eager_from_config(text) if text else None
     eager_source = source if eager is not None else None

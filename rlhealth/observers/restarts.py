@@ -7,6 +7,7 @@ import re
 from rlhealth.facts import Evidence, RestartsMeasured
 from rlhealth.observers.base import Observation, as_count, ev
 from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.probes.parse import COUNT
 from rlhealth.probes.textio import quote
 
 FAILED_STATES = {"failed", "worker_failed", "killed", "timeout", "out_of_memory", "node_fail", "cancelled"}
@@ -20,7 +21,7 @@ def normalize_error(text: str) -> str:
     return " ".join(text.split())[:160]
 
 
-MAX_RETRIES_RE = re.compile(r"--max[-_]retries(?:=|\s+|\"\s*,\s*\")(\d+)")
+MAX_RETRIES_RE = re.compile(rf"--max[-_]retries(?:=|\s+|\"\s*,\s*\")({COUNT})")
 
 
 def launch_max_retries(obs: Observation) -> tuple[int | None, str | None]:

@@ -80,6 +80,13 @@ def test_gpu_health_of_garbage_is_empty():
     assert parse_gpu_health("") == []
 
 
+def test_gpu_health_counter_summing_past_the_float_range_keeps_the_finite_part():
+    text = HEALTH.replace("SRAM Correctable              : 0", "SRAM Correctable              : 1e308", 1)
+    text = text.replace("DRAM Correctable              : 3", "DRAM Correctable              : 1e308", 1)
+    a, _ = parse_gpu_health(text)       # 1e308 + 1e308 is inf: the second leaf is no reading
+    assert a["ecc_volatile_correctable"] == int(1e308) and len(a["evidence"]["ecc_volatile_correctable"]) == 1
+
+
 def test_xid_lines():
     text = ("[Mon Nov 30 11:00:00 2026] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.\n"
             "unrelated\n2026-11-30T12:00:00 kernel: NVRM: Xid (0000:2a:00): 48, An uncorrectable double bit error\n")
@@ -106,6 +113,18 @@ def test_flight_recorder_summary_names_stuck_and_behind_ranks():
     assert s["readable_ranks"] == 3
 
 
+def test_flight_recorder_ids_that_are_no_counts_are_not_read():
+    """A sequence number of inf (JSON 1e999), NaN, 5,000 digits or 10**5000 (a pickled int) is no
+    number: its entry is skipped, a record id is None, and the summary is still JSON."""
+    entry = {"process_group": ("1", "fsdp"), "profiling_name": "nccl:all_gather", "state": "started", "is_p2p": False}
+    entries = [dict(entry, collective_seq_id=seq, record_id=1) for seq in (float("inf"), float("nan"), "9" * 5_000, 10 ** 5_000)]
+    entries.append(dict(entry, collective_seq_id=3, record_id=10 ** 5_000))
+    s = fr.summarize([("d/r0", 0, pickle.dumps({"version": "2.4", "entries": entries}))])
+    group = s["ranks"][0]["groups"]["1:fsdp"]
+    assert group["last_enqueued_seq"] == 3 and group["first_pending"]["seq"] == 3 and group["first_pending"]["record_id"] is None
+    json.dumps(s)
+
+
 class _Boom:
     def __reduce__(self):
         return (exec, ("raise SystemExit('code ran')",))
@@ -125,6 +144,22 @@ def test_flight_recorder_json_dump_and_rank_names():
     assert error is None and doc["version"] == "2.5"
     assert fr.rank_of("nccl_trace_rank_12", "nccl_trace_rank_") == 12
     assert fr.rank_of("nccl_trace_rank_x", "nccl_trace_rank_") is None
+
+
+@pytest.mark.parametrize("engines,expected", [(4, 4), ("4", 4), (float("inf"), None), (float("nan"), None),
+                                              ("9" * 5_000, None), ("abc", None)],
+                         ids=["4", "'4'", "inf", "nan", "5000-digits", "abc"])
+def test_launch_placement_needs_every_number_to_be_a_count(engines, expected):
+    from rlhealth.probes.capture import JobInfo
+
+    config = {"trainer": {"placement": {"colocate_all": True, "policy_num_gpus_per_node": 8, "policy_num_nodes": 2},
+                          "num_inference_engines": engines}, "generator": {"inference_engine_tensor_parallel_size": 2}}
+    info, sources = JobInfo(), {}
+    live.launch_into(info, sources, config, "config/resolved_config.yaml", [])
+    if expected is None:
+        assert info.placement is None and "placement" not in sources
+    else:
+        assert (info.placement.num_inference_engines, info.placement.inference_tp, info.placement.policy_gpus) == (4, 2, 16)
 
 
 def test_nccl_env_keeps_only_flight_recorder_variables():

@@ -21,6 +21,8 @@ def test_finite_drops_none_nan_and_infinities_only():
     (3, 3), (3.9, 3), ("12", 12), (" 7 ", 7), (-2, -2), (0, 0),
     (None, None), (True, None), (math.inf, None), (math.nan, None), (1e999, None), ("abc", None), ("1.5", None),
     ("١٢", None), ([], None), ({}, None),
+    pytest.param("9" * 300, int("9" * 300), id="300-digits"), pytest.param("9" * 301, None, id="301-digits"),
+    pytest.param("9" * 5_000, None, id="5000-digits"), pytest.param(10 ** 400, None, id="10**400"), (1e308, None),
 ])
 def test_as_count(value, expected):
     assert as_count(value, default=None) == expected

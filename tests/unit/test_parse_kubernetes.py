@@ -77,6 +77,19 @@ def test_rank_from_iris_task_id_when_name_has_none():
     assert k.pod_info(p, JOB).rank == 5
 
 
+
+def test_numbers_of_thousands_of_digits_in_a_pod_are_not_read():
+    """int() refuses more than 4300 digits: such a rank, generation, restart count or GPU limit is unknown."""
+    long = "9" * 5_000
+    p = pod(f"pg-member-{long}", {"iris.job_id": "alice.rl-run-2", "kueue.x-k8s.io/pod-group-name": PG + long},
+            containerStatuses=[{"name": "task", "restartCount": long, "state": {"running": {}}}])
+    p["spec"]["containers"][0].update(env=[{"name": "IRIS_TASK_ID", "value": f"/alice/rl-run-2/{long}:2"}],
+                                      resources={"limits": {"nvidia.com/gpu": long}})
+    info = k.pod_info(p, JOB)
+    assert (info.rank, info.generation, info.restart_count, info.gpus_requested) == (None, 0, 0, None)
+    assert k.parse_pod_name(f"iris-alice-rl-run-2-{long}-9f8e7d-{long}", "rl-run-2")["rank"] is None
+
+
 PS = """      1 /bin/bash /opt/iris/run_task.sh
    4001 ray::FSDPPolicyWorker.ppo_train
    4003 ray::AsyncVLLMInferenceEngine.generate

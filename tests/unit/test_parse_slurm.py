@@ -123,3 +123,28 @@ def test_chain_state():
     assert ps.chain_state([ps.Leg("1", raw_state="TIMEOUT"), ps.Leg("2", raw_state="PENDING")]) == "pending"
     assert ps.chain_state([ps.Leg("1", raw_state="FAILED"), ps.Leg("2", raw_state="CANCELLED by 0")]) == "killed"
     assert ps.chain_state([]) == "absent"
+
+
+def test_capture_counts_of_thousands_of_digits_are_not_read(tmp_path):
+    """int() refuses more than 4300 digits: a requeue count, node count or job id of 5,000 digits
+    in the raw capture is unknown (a leg sorted first), never an exception."""
+    from rlhealth.probes import slurm as slurm_probe
+
+    long = "9" * 5_000
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "scontrol_7.txt").write_text(
+        f"JobId=7 JobName=rl UserId=u(1) JobState=RUNNING Restarts={long} NumNodes={long} AllocTRES=gres/gpu:h100={long}\n")
+    (tmp_path / "slurm" / "squeue_chain.txt").write_text(f"7,RUNNING,rl\n{long},PENDING,rl\n")
+    legs = slurm_probe.legs_from_capture(tmp_path, "7")
+    assert [leg.job_id for leg in legs] == [long, "7"] and legs[1].restarts is None
+    (tmp_path / "slurm" / "batch_script_7.sh").write_text("#!/bin/bash\nexec python -m train --max-retries=3\n")
+    info = slurm_probe.build_job_info(tmp_path, {"job_id": "7"})
+    assert info.max_retries == 3 and info.hardware is None
+
+
+def test_numbers_of_thousands_of_digits_are_not_read():
+    long = "9" * 5_000
+    assert ps.parse_exit_code(f"{long}:0") == (None, None)
+    assert ps.parse_ps_tree(f"{long} 1 5 python a\n7 1 {long} python b\n") == {7: (1, 0, "python b")}
+    assert ps.expand_hostlist(f"gpu[1-{long}]") == [f"gpu1-{long}"]
+    assert ps.job_id_key(f"{long}_1") == (0, 1)

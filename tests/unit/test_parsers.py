@@ -73,6 +73,13 @@ def test_python_dict_block_multiline_with_quoted_floats_and_actor_prefix():
     assert metrics["policy/policy_loss"] == -0.0121 and metrics["trainer/global_step"] == 12.0
 
 
+@pytest.mark.parametrize("step", ["'1e999'", "'nan'", "'-inf'", "'" + "9" * 5_000 + "'", "9" * 5_000])
+def test_python_dict_block_whose_step_is_no_count_is_no_record(step):
+    """The reader takes the step as ``int()`` of the record's value: inf, NaN or thousands of
+    digits make the block malformed, not a record whose step raises."""
+    assert tp.parse_dict_block("{'policy/policy_loss': '-0.0121', 'trainer/global_step': " + step + "}") is None
+
+
 def test_metric_aliases_in_priority_order():
     assert tp.metric({"loss/avg_final_rewards": 0.2, "reward/avg_raw_reward": 0.5}, "reward") == 0.5
     assert tp.metric({"loss/avg_final_rewards": 0.2}, "reward") == 0.2
