@@ -25,6 +25,11 @@
 #define _GNU_SOURCE     /* memmem, memrchr */
 #endif
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030C0000
+#include <structmember.h>
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +48,18 @@ typedef struct {
     Py_ssize_t size;
     Py_ssize_t capacity;
 } Collector;
+
+/* See StatsSink_new. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *source, *queues, *eras, *cache, *resolve, *new_queue;
+    unsigned int stats_id;
+    Py_ssize_t head_max, cache_max, max_line, count, lines_before;
+} StatsSink;
+
+static PyTypeObject StatsSinkType;
+static int sink_accepts(StatsSink *sink, const unsigned char *p, Py_ssize_t n);
+static int sink_record(StatsSink *sink, const unsigned char *p, Py_ssize_t n, Py_ssize_t lineno);
 
 #if defined(__SSE2__)
 /* 16 bytes a step: compare, subtract the all-ones lanes into byte counters (at most 255 steps
@@ -211,17 +228,31 @@ several_keys(PyObject *keys_of, const Match *items, Py_ssize_t first, Py_ssize_t
     return keys;
 }
 
+typedef struct {
+    Py_ssize_t start, end, k;   /* line bounds, newlines before its start in the block */
+    Py_ssize_t first, last;     /* its matches: items[first:last) */
+} Line;
+
 static PyObject *
 Collector_lines(Collector *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t end;
-    PyObject *key_cache, *keys_of;
-    if (!PyArg_ParseTuple(args, "y*nO!O:lines", &view, &end, &PyDict_Type, &key_cache, &keys_of))
+    PyObject *key_cache, *keys_of, *sink_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nO!O|O:lines", &view, &end, &PyDict_Type, &key_cache, &keys_of, &sink_arg))
         return NULL;
     PyObject *hits = NULL, *result = NULL;
+    Line *lines = NULL;
     Py_ssize_t n = self->size;
     self->size = 0;
+    StatsSink *sink = NULL;
+    if (sink_arg != Py_None) {
+        if (!PyObject_TypeCheck(sink_arg, &StatsSinkType)) {
+            PyErr_SetString(PyExc_TypeError, "sink must be a StatsSink or None");
+            goto done;
+        }
+        sink = (StatsSink *)sink_arg;
+    }
     if (end < 0 || end > view.len) {
         PyErr_SetString(PyExc_ValueError, "end outside the block");
         goto done;
@@ -230,10 +261,13 @@ Collector_lines(Collector *self, PyObject *args)
     Match *items = self->items;
     if (n > 1)
         qsort(items, (size_t)n, sizeof(Match), match_order);
-    hits = PyList_New(0);
-    if (hits == NULL)
+    lines = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Line));
+    if (lines == NULL) {
+        PyErr_NoMemory();
         goto done;
-    Py_ssize_t pos = 0, k = 0, i = 0;
+    }
+    /* pass 1: the matching lines */
+    Py_ssize_t pos = 0, k = 0, i = 0, count = 0;
     while (i < n) {
         unsigned long long to = items[i].to;
         if (to > (unsigned long long)end) {
@@ -251,21 +285,52 @@ Collector_lines(Collector *self, PyObject *args)
         Py_ssize_t first = i++;
         while (i < n && (Py_ssize_t)items[i].to - 1 <= line_end)
             i++;
-        PyObject *keys = i - first == 1 ? single_keys(key_cache, keys_of, items[first].id)
-                                        : several_keys(keys_of, items, first, i);
+        lines[count++] = (Line){start, line_end, k, first, i};
+    }
+    Py_ssize_t total = k + count_newlines(p + pos, end - pos);
+    /* The sink takes the lines matched by the stats pattern alone, in order, when it can take
+     * every line of the block that involves that pattern (else the caller routes them all, so the
+     * per-engine queues keep the order of the lines). */
+    int use_sink = sink != NULL;
+    for (Py_ssize_t j = 0; use_sink && j < count; j++) {
+        int stats = 0, other = 0;
+        for (Py_ssize_t m = lines[j].first; m < lines[j].last; m++) {
+            if (items[m].id == sink->stats_id)
+                stats = 1;
+            else
+                other = 1;
+        }
+        if (stats && (other || !sink_accepts(sink, p + lines[j].start, lines[j].end - lines[j].start)))
+            use_sink = 0;
+    }
+    /* pass 2: hits for the caller, stats lines to the sink */
+    hits = PyList_New(0);
+    if (hits == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        Line *line = &lines[j];
+        if (use_sink && items[line->first].id == sink->stats_id) {     /* the stats pattern alone */
+            if (sink_record(sink, p + line->start, line->end - line->start, sink->lines_before + line->k + 1) < 0)
+                goto done;
+            continue;
+        }
+        PyObject *keys = line->last - line->first == 1 ? single_keys(key_cache, keys_of, items[line->first].id)
+                                                       : several_keys(keys_of, items, line->first, line->last);
         if (keys == NULL)
             goto done;
         /* several matches of one pattern on a line: the same keys as one match */
-        PyObject *hit = Py_BuildValue("(nnnN)", start, line_end, k, keys);
+        PyObject *hit = Py_BuildValue("(nnnN)", line->start, line->end, line->k, keys);
         if (hit == NULL || PyList_Append(hits, hit) < 0) {
             Py_XDECREF(hit);
             goto done;
         }
         Py_DECREF(hit);
     }
-    k += count_newlines(p + pos, end - pos);
-    result = Py_BuildValue("(nO)", k, hits);
+    if (sink != NULL)
+        sink->lines_before += total;
+    result = Py_BuildValue("(nO)", total, hits);
 done:
+    PyMem_Free(lines);
     Py_XDECREF(hits);
     PyBuffer_Release(&view);
     return result;
@@ -520,6 +585,191 @@ stats_fields(PyObject *Py_UNUSED(module), PyObject *arg)
     return Py_BuildValue("(NNNNN)", prompt, gen, running, waiting, kv);
 }
 
+/* ----------------------------------------------------------------- the stats sink
+ *
+ * ``StatsSink(stats_id, source, queues, eras, cache, resolve, new_queue, head_max, cache_max,
+ * max_line)``, given to ``Collector.lines``, routes the lines matched by pattern ``stats_id``
+ * alone as probes/bundle.py ``_Router._stats_raw`` does, without a Python call per line:
+ *   - a line without a ``STATS_RE`` match is dropped;
+ *   - its memo key is what ``_stats_raw`` keys on (the text up to its first ")", the ``engine``
+ *     group, whether ``swapped`` did not match, and then whether the line holds the newer era's
+ *     fields), as bytes; ``cache`` maps it to ``(engine, era)``, from ``resolve(text)`` on a miss
+ *     (cleared when it holds ``cache_max`` keys);
+ *   - ``(text, source, line number, engine, era)`` is appended to ``queues[engine]`` (made by
+ *     ``new_queue(engine)`` when missing), ``era`` added to ``eras``, ``count`` incremented.
+ * ``lines`` hands the sink a block's stats lines only when the sink takes each of them (printable
+ * ASCII or tab, at most ``max_line`` bytes, a match's first ")" within ``head_max``) and none is
+ * matched by another pattern too; otherwise they are hits, as without a sink (the caller routes
+ * them in order). ``lines_before`` counts the lines of the blocks given so far. */
+
+static int
+sink_accepts(StatsSink *sink, const unsigned char *p, Py_ssize_t n)
+{
+    if (n > sink->max_line)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((p[i] < 0x20 || p[i] > 0x7e) && p[i] != '\t')
+            return 0;
+    }
+    const unsigned char *close = memchr(p, ')', (size_t)n);
+    if (close != NULL && close - p > sink->head_max) {
+        StatsMatch m;
+        if (find_stats(p, n, &m))
+            return 0;
+    }
+    return 1;
+}
+
+static int
+sink_record(StatsSink *sink, const unsigned char *p, Py_ssize_t n, Py_ssize_t lineno)
+{
+    StatsMatch m;
+    if (!find_stats(p, n, &m))
+        return 0;
+    const unsigned char *close = memchr(p, ')', (size_t)n);
+    Py_ssize_t head = close == NULL ? 0 : (Py_ssize_t)(close - p) + 1;
+    int unswapped = m.swapped[0] < 0;
+    int has_engine = m.engine[0] >= 0;
+    int newer = unswapped && has_engine &&
+                (contains(p, n, LIT("MM cache hit rate")) || contains(p, n, LIT("External prefix")));
+    Py_ssize_t engine_len = has_engine ? m.engine[1] - m.engine[0] : 1;
+    PyObject *key = PyBytes_FromStringAndSize(NULL, head + 1 + engine_len + 3);
+    if (key == NULL)
+        return -1;
+    char *kb = PyBytes_AS_STRING(key);
+    memcpy(kb, p, (size_t)head);
+    kb[head] = '\0';                      /* printable lines hold no NUL: the fields stay apart */
+    if (has_engine)
+        memcpy(kb + head + 1, p + m.engine[0], (size_t)engine_len);
+    else
+        kb[head + 1] = '-';
+    kb[head + 1 + engine_len] = '\0';
+    kb[head + 2 + engine_len] = unswapped ? '1' : '0';
+    kb[head + 3 + engine_len] = newer ? '1' : '0';
+    PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
+    PyObject *found = NULL, *queue = NULL, *number = NULL, *item = NULL, *done = NULL;
+    int status = -1;
+    if (text == NULL)
+        goto out;
+    found = PyDict_GetItemWithError(sink->cache, key);
+    if (found != NULL) {
+        Py_INCREF(found);
+    } else {
+        if (PyErr_Occurred())
+            goto out;
+        if (PyDict_GET_SIZE(sink->cache) >= sink->cache_max)
+            PyDict_Clear(sink->cache);
+        found = PyObject_CallOneArg(sink->resolve, text);
+        if (found == NULL)
+            goto out;
+        if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2) {
+            PyErr_SetString(PyExc_TypeError, "resolve(text) must return (engine, era)");
+            goto out;
+        }
+        if (PyDict_SetItem(sink->cache, key, found) < 0)
+            goto out;
+    }
+    PyObject *engine = PyTuple_GET_ITEM(found, 0), *era = PyTuple_GET_ITEM(found, 1);
+    if (PySet_Add(sink->eras, era) < 0)
+        goto out;
+    queue = PyDict_GetItemWithError(sink->queues, engine);
+    if (queue != NULL) {
+        Py_INCREF(queue);
+    } else {
+        if (PyErr_Occurred())
+            goto out;
+        queue = PyObject_CallOneArg(sink->new_queue, engine);
+        if (queue == NULL)
+            goto out;
+    }
+    number = PyLong_FromSsize_t(lineno);
+    if (number == NULL)
+        goto out;
+    item = PyTuple_Pack(5, text, sink->source, number, engine, era);
+    if (item == NULL)
+        goto out;
+    static PyObject *append_name = NULL;
+    if (append_name == NULL && (append_name = PyUnicode_InternFromString("append")) == NULL)
+        goto out;
+    done = PyObject_CallMethodOneArg(queue, append_name, item);
+    if (done == NULL)
+        goto out;
+    sink->count++;
+    status = 0;
+out:
+    Py_DECREF(key);
+    Py_XDECREF(text);
+    Py_XDECREF(found);
+    Py_XDECREF(queue);
+    Py_XDECREF(number);
+    Py_XDECREF(item);
+    Py_XDECREF(done);
+    return status;
+}
+
+static PyObject *
+StatsSink_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"stats_id", "source", "queues", "eras", "cache", "resolve", "new_queue", "head_max",
+                            "cache_max", "max_line", NULL};
+    unsigned int stats_id;
+    PyObject *source, *queues, *eras, *cache, *resolve, *new_queue;
+    Py_ssize_t head_max, cache_max, max_line;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IUO!O!O!OOnnn:StatsSink", names, &stats_id, &source,
+                                     &PyDict_Type, &queues, &PySet_Type, &eras, &PyDict_Type, &cache, &resolve,
+                                     &new_queue, &head_max, &cache_max, &max_line))
+        return NULL;
+    if (!PyCallable_Check(resolve) || !PyCallable_Check(new_queue)) {
+        PyErr_SetString(PyExc_TypeError, "resolve and new_queue must be callable");
+        return NULL;
+    }
+    StatsSink *self = (StatsSink *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->stats_id = stats_id;
+    self->source = Py_NewRef(source);
+    self->queues = Py_NewRef(queues);
+    self->eras = Py_NewRef(eras);
+    self->cache = Py_NewRef(cache);
+    self->resolve = Py_NewRef(resolve);
+    self->new_queue = Py_NewRef(new_queue);
+    self->head_max = head_max;
+    self->cache_max = cache_max > 0 ? cache_max : 1;
+    self->max_line = max_line;
+    self->count = 0;
+    self->lines_before = 0;
+    return (PyObject *)self;
+}
+
+static void
+StatsSink_dealloc(StatsSink *self)
+{
+    Py_XDECREF(self->source);
+    Py_XDECREF(self->queues);
+    Py_XDECREF(self->eras);
+    Py_XDECREF(self->cache);
+    Py_XDECREF(self->resolve);
+    Py_XDECREF(self->new_queue);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef StatsSink_members[] = {
+    {"count", Py_T_PYSSIZET, offsetof(StatsSink, count), Py_READONLY, "stats lines recorded"},
+    {"lines_before", Py_T_PYSSIZET, offsetof(StatsSink, lines_before), Py_READONLY, "lines of the blocks given so far"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject StatsSinkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rlhealth.probes._linescan.StatsSink",
+    .tp_basicsize = sizeof(StatsSink),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "where Collector.lines routes the lines matched by the stats pattern alone",
+    .tp_new = StatsSink_new,
+    .tp_dealloc = (destructor)StatsSink_dealloc,
+    .tp_members = StatsSink_members,
+};
+
 static void
 Collector_dealloc(Collector *self)
 {
@@ -529,7 +779,7 @@ Collector_dealloc(Collector *self)
 
 static PyMethodDef Collector_methods[] = {
     {"lines", (PyCFunction)Collector_lines, METH_VARARGS,
-     "lines(block, end, key_cache, keys_of) -> (newlines, hits); empties the collector"},
+     "lines(block, end, key_cache, keys_of, sink=None) -> (newlines, hits); empties the collector"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -569,6 +819,16 @@ PyInit__linescan(void)
     Py_INCREF(&CollectorType);
     if (PyModule_AddObject(m, "Collector", (PyObject *)&CollectorType) < 0) {
         Py_DECREF(&CollectorType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyType_Ready(&StatsSinkType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&StatsSinkType);
+    if (PyModule_AddObject(m, "StatsSink", (PyObject *)&StatsSinkType) < 0) {
+        Py_DECREF(&StatsSinkType);
         Py_DECREF(m);
         return NULL;
     }

@@ -204,6 +204,9 @@ the equivalence tests compare both)."""
 _STATS_ONLY = ("x_stats",)
 ENGINE_HEAD_MAX_CHARS = 512
 """A stats line whose first ")" is further in is not memoised (its head would be no actor prefix)."""
+STATS_SINK = True
+"""Whether the C line engine routes stats lines itself (``_linescan.StatsSink``; False: every stats
+line through ``_stats_raw``, the same queues -- tests/unit/test_linescan.py compares them)."""
 ENGINE_CACHE_MAX = 4096
 """Memoised (head, index, era fields) -> (engine, era) entries per file before the memo restarts."""
 
@@ -413,22 +416,44 @@ class _Router:
         source = self.source
         stats_raw = self._stats_raw if scan_mod.LINE_ENGINE == "c" else None
         stats_text = self._stats_text
+        sink = self._stats_sink(scanner, max_line) if stats_raw is not None and STATS_SINK else None
         lineno = 0
-        for block, end, count, hits in scanner.iter_blocks(path):
-            for start, line_end, index, keys in hits:
-                raw = block[start:line_end]
-                if len(raw) > max_line:
-                    raw = raw[:max_line]
-                if keys == _STATS_ONLY:
-                    if stats_raw is not None:
-                        stats_raw(raw, lineno + index + 1)
+        try:
+            for block, end, count, hits in scanner.iter_blocks(path, sink=sink):
+                for start, line_end, index, keys in hits:
+                    raw = block[start:line_end]
+                    if len(raw) > max_line:
+                        raw = raw[:max_line]
+                    if keys == _STATS_ONLY:
+                        if stats_raw is not None:
+                            stats_raw(raw, lineno + index + 1)
+                        else:
+                            stats_text(clean_line(raw), lineno + index + 1)
                     else:
-                        stats_text(clean_line(raw), lineno + index + 1)
-                else:
-                    self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=clean_line(raw),
-                                 block=block, end=line_end, block_end=end))
-            lineno += count
+                        self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=clean_line(raw),
+                                     block=block, end=line_end, block_end=end))
+                lineno += count
+        finally:
+            if sink is not None:        # what it recorded before a failure stays, as the rest does
+                self.read.stats_count += sink.count
         return lineno
+
+    def _stats_sink(self, scanner: Scanner, max_line: int):
+        """A ``_linescan.StatsSink`` routing this file's lines matched by ``x_stats`` alone as
+        ``_stats_raw`` routes them (into this read's queues), or None (no such single pattern)."""
+        if scanner.stats_id is None:
+            return None
+        read, source = self.read, self.source
+
+        def resolve(text: str) -> tuple[str, str]:
+            return vp.engine_and_era(text, vp.stats_match(text), source)
+
+        def new_queue(engine: str) -> deque:
+            queue = read.stats[engine] = deque(maxlen=STATS_SAMPLES_PER_ENGINE)
+            return queue
+
+        return scan_mod._linescan.StatsSink(scanner.stats_id, source, read.stats, read.stats_eras, {}, resolve, new_queue,
+                                   ENGINE_HEAD_MAX_CHARS, ENGINE_CACHE_MAX, max_line)
 
     def _record(self, step: int, metrics: dict[str, float], line: int, ts: float | None, serialization: str) -> None:
         if self.seen_steps is not None:

@@ -83,23 +83,26 @@ class LineHit:
         return self.block[max(0, self.end - max_bytes): self.end]
 
 
+def pattern_arguments(patterns: list[Pattern]) -> tuple[list[bytes], list[int]]:
+    """The expressions and flags a database of ``patterns`` is compiled from."""
+    return ([p.regex.encode() for p in patterns],
+            [hyperscan.HS_FLAG_CASELESS if p.caseless else 0 for p in patterns])
+
+
 class Scanner:
     """A compiled hyperscan database over a fixed list of patterns."""
 
     def __init__(self, patterns: list[Pattern]):
         self.patterns = list(patterns)
-        flags = []
-        for p in self.patterns:
-            f = 0
-            if p.caseless:
-                f |= hyperscan.HS_FLAG_CASELESS
-            flags.append(f)
         self._np = None   # numpy, imported by the first block big enough to need it (start-up time)
         self._keys = [p.key for p in self.patterns]
         self._key_cache: dict[int, tuple[str, ...]] = {}
         self._buffers = None
         self._buffer_lock = threading.Lock()
-        self._db = compiled_database([p.regex.encode() for p in self.patterns], flags)
+        self._db = compiled_database(*pattern_arguments(self.patterns))
+        ids = [i for i, key in enumerate(self._keys) if key == "x_stats"]
+        self.stats_id: int | None = ids[0] if len(ids) == 1 else None
+        """The id of the one pattern keyed ``x_stats`` (what a ``StatsSink`` takes), else None."""
 
     def _numpy(self):
         if self._np is None:
@@ -136,8 +139,11 @@ class Scanner:
             lineno += count
         return lineno
 
-    def iter_blocks(self, path: Path, block_bytes: int = BLOCK_BYTES):
+    def iter_blocks(self, path: Path, block_bytes: int = BLOCK_BYTES, sink=None):
         """Yield ``(buffer, end, newlines, hits)`` per newline-aligned block of one file.
+
+        ``sink``: a ``_linescan.StatsSink`` (C line engine only) that takes the lines matched by
+        its pattern alone, as it documents; they are then not among the hits.
 
         The block is ``buffer[:end]`` (``buffer`` may extend past it). ``hits`` lists the matching
         lines in order as ``(line_start, line_end, line_index_in_block, keys)``; ``newlines`` is the
@@ -161,12 +167,12 @@ class Scanner:
                 buf, mask = self._buffers
             else:
                 buf, mask = bytearray(cap), None if small else self._numpy().empty(cap, dtype=bool)
-            yield from self._blocks(path, block_bytes, max_line, cap, buf, mask)
+            yield from self._blocks(path, block_bytes, max_line, cap, buf, mask, sink)
         finally:
             if owned:
                 self._buffer_lock.release()
 
-    def _blocks(self, path: Path, block_bytes: int, max_line: int, cap: int, buf: bytearray, mask):
+    def _blocks(self, path: Path, block_bytes: int, max_line: int, cap: int, buf: bytearray, mask, sink=None):
         view = memoryview(buf)
         carry = b""
         with open(path, "rb", buffering=0) as handle:
@@ -207,18 +213,18 @@ class Scanner:
                                 handle.seek(-reread, 1)
                             else:
                                 carry = bytes(block[end:size])
-                yield block, end, *self._scan_block(block, end, mask)
+                yield block, end, *self._scan_block(block, end, mask, sink)
                 if eof:
                     break
 
-    def _scan_block(self, block: bytes | bytearray, end: int, mask=None) -> tuple[int, list]:
+    def _scan_block(self, block: bytes | bytearray, end: int, mask=None, sink=None) -> tuple[int, list]:
         """Scan ``block[:end]``: (newlines in it, matching lines). ``mask``: a reusable bool array
-        (the Python path's newline mask)."""
+        (the Python path's newline mask); ``sink``: see ``iter_blocks``."""
         data = memoryview(block)[:end] if end != len(block) else block
         if LINE_ENGINE == "c":
             collector = _linescan.Collector()
             self._db.scan(data, match_event_handler=collector)
-            return collector.lines(block, end, self._key_cache, self._keys)
+            return collector.lines(block, end, self._key_cache, self._keys, sink)
         matches: list[tuple[int, int]] = []
         append = matches.append
 
@@ -292,31 +298,75 @@ def database_cache_dir() -> Path | None:
     return Path(configured) if os.path.isabs(configured) else None
 
 
-def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.Database:
-    """A block-mode database of ``expressions`` (ids = positions), loaded from the cache when a
-    database of exactly these expressions, flags and hyperscan version was compiled before
-    (compiling takes 0.1-0.5 s, loading well under a millisecond), else compiled and cached.
-    A missing, unreadable, corrupt or another user's cache file only costs the compilation
-    (hyperscan validates what it deserializes); nothing here fails because of the cache."""
+PACKAGED_DATABASE_DIR = "compiled"
+"""Where an install keeps the database of the packaged signatures, under ``rlhealth/rules/``
+(written by ``setup.py``'s build step, ``write_packaged_database``; read-only at run time)."""
+
+
+def database_key(expressions: list[bytes], flags: list[int]) -> str:
+    """What a database is compiled from: the hyperscan version, the mode, the expressions with
+    their ids and flags (a file of another key is never loaded for these)."""
     import hashlib
 
     ids = list(range(len(expressions)))
-    key = hashlib.sha256(repr((getattr(hyperscan, "__version__", ""), hyperscan.HS_MODE_BLOCK,
-                               expressions, ids, flags)).encode()).hexdigest()[:32]
+    return hashlib.sha256(repr((getattr(hyperscan, "__version__", ""), hyperscan.HS_MODE_BLOCK,
+                                expressions, ids, flags)).encode()).hexdigest()[:32]
+
+
+def _database_name(key: str) -> str:
+    return f"patterns-{key}.hsdb"
+
+
+def _load_database(data: bytes) -> hyperscan.Database:
+    """A serialized database; hyperscan refuses one of another version or CPU platform
+    (hyperscan.error) and validates what it deserializes."""
+    db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
+    db.scratch = hyperscan.Scratch(db)
+    return db
+
+
+def _packaged_database(key: str) -> hyperscan.Database | None:
+    """The database the install compiled for these patterns, if there is one that loads."""
+    from importlib import resources
+
+    try:
+        entry = resources.files("rlhealth.rules").joinpath(PACKAGED_DATABASE_DIR, _database_name(key))
+        if not entry.is_file():
+            return None
+        return _load_database(entry.read_bytes())
+    except (OSError, hyperscan.error, TypeError, ValueError, ModuleNotFoundError):
+        return None
+
+
+def _compile_database(expressions: list[bytes], flags: list[int]) -> hyperscan.Database:
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags)
+    return db
+
+
+def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.Database:
+    """A block-mode database of ``expressions`` (ids = positions): the one the install compiled
+    (``write_packaged_database``: the packaged signatures' patterns, compiled by the same hyperscan
+    on the same machine), else one cached by an earlier run (``$RLHEALTH_CACHE_DIR``), else
+    compiled now (0.1-0.5 s of CPU; loading takes well under a millisecond) and cached when a
+    cache directory is set. A missing, unreadable, corrupt, mismatched or another user's file
+    only costs the compilation (hyperscan validates what it deserializes); nothing here fails
+    because of a stored database."""
+    key = database_key(expressions, flags)
+    db = _packaged_database(key)
+    if db is not None:
+        return db
     cache_dir = database_cache_dir()
-    path = cache_dir / f"patterns-{key}.hsdb" if cache_dir is not None else None
+    path = cache_dir / _database_name(key) if cache_dir is not None else None
     if path is not None:
         try:
             with open(path, "rb") as handle:
                 if os.fstat(handle.fileno()).st_uid != os.geteuid():
                     raise PermissionError("another user's cache file")   # in a shared cache directory
-                db = hyperscan.loadb(handle.read(), hyperscan.HS_MODE_BLOCK)
-            db.scratch = hyperscan.Scratch(db)
-            return db
+                return _load_database(handle.read())
         except (OSError, hyperscan.error, TypeError, ValueError):
             pass
-    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=expressions, ids=ids, elements=len(expressions), flags=flags)
+    db = _compile_database(expressions, flags)
     if path is not None:
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
@@ -330,6 +380,19 @@ def compiled_database(expressions: list[bytes], flags: list[int]) -> hyperscan.D
             except OSError:
                 pass
     return db
+
+
+def write_packaged_database(patterns: list[Pattern], rules_dir: Path) -> Path:
+    """Compile the database of ``patterns`` into ``rules_dir/compiled/`` (the install's build step:
+    ``rules_dir`` is the built ``rlhealth/rules``), named by its key, alone there. Returns its path."""
+    expressions, flags = pattern_arguments(patterns)
+    out = Path(rules_dir) / PACKAGED_DATABASE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("patterns-*.hsdb"):
+        old.unlink()
+    path = out / _database_name(database_key(expressions, flags))
+    path.write_bytes(hyperscan.dumpb(_compile_database(expressions, flags)))
+    return path
 
 
 DATABASE_CACHE_KEEP = 16

@@ -252,7 +252,10 @@ def _expression(text: str):
 # ``.attr`` as ``Environment.getattr`` (attribute first, then item), printed with ``str``. Whatever
 # else, and any lookup that fails (Jinja's StrictUndefined error), goes to Jinja.
 _PATH = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
-_PRINT = re.compile(r"\{\{ *(" + _PATH + r") *\}\}")
+_PLAIN_FILTERS = ("int", "upper")
+"""Filters without arguments a plain print may apply (Jinja's own filter functions, called as
+Jinja calls them)."""
+_PRINT = re.compile(r"\{\{ *(" + _PATH + r") *((?:\| *(?:" + "|".join(_PLAIN_FILTERS) + r") *)*)\}\}")
 _WHOLE_PATH = re.compile(r" *(" + _PATH + r") *")
 _LITERAL = re.compile(r" *(?:(-?[0-9]+)|'([^'\\{}]*)'|\"([^\"\\{}]*)\") *")
 _JINJA_NAMES = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else",
@@ -263,17 +266,19 @@ _MISSING = object()
 
 @functools.lru_cache(maxsize=2048)
 def _plain_template(text: str) -> tuple | None:
-    """``(literal, path, literal, path, ..., literal)`` (paths as name tuples) when ``text`` only
-    prints variables, else None."""
+    """``(literal, print, literal, print, ..., literal)`` when ``text`` only prints variables,
+    each through the ``_PLAIN_FILTERS`` it names, else None; a print is ``(names, filters)``
+    (the path as a name tuple, the filter functions in order)."""
     parts: list = []
     pos = 0
     for m in _PRINT.finditer(text):
         parts.append(text[pos:m.start()])
-        parts.append(tuple(m.group(1).split(".")))
+        filters = tuple(_TEMPLATES.filters[f.strip()] for f in m.group(2).split("|")[1:])
+        parts.append((tuple(m.group(1).split(".")), filters))
         pos = m.end()
     parts.append(text[pos:])
     literals = parts[0::2]
-    if any("{" in t or "}" in t for t in literals) or any(p[0] in _JINJA_NAMES for p in parts[1::2]):
+    if any("{" in t or "}" in t for t in literals) or any(p[0][0] in _JINJA_NAMES for p in parts[1::2]):
         return None
     return tuple(parts)
 
@@ -319,9 +324,12 @@ def _render(template: str | None, context: dict[str, Any]) -> str | None:
             if i % 2 == 0:
                 out.append(part)
                 continue
-            value = _lookup(part, context)
+            names, filters = part
+            value = _lookup(names, context)
             if value is _MISSING:
                 break
+            for apply in filters:       # what raises here raises in Jinja's rendering too
+                value = apply(value)
             out.append(str(value))
         else:
             return " ".join("".join(out).split())

@@ -227,7 +227,8 @@ def _fast_path(monkeypatch, block_bytes=None):
     if block_bytes is not None:
         original = scan_mod.Scanner.iter_blocks
         monkeypatch.setattr(scan_mod.Scanner, "iter_blocks",
-                            lambda self, path, block_bytes_=block_bytes: original(self, path, block_bytes_))
+                            lambda self, path, block_bytes_=block_bytes, sink=None: original(self, path, block_bytes_,
+                                                                                               sink=sink))
 
 
 def _reports(bundle: Path, now: datetime, mode: str | None) -> tuple[str, str, str]:

@@ -170,7 +170,8 @@ def test_durable_internals_this_adapter_relies_on():
 
 
 # ----------------------------------------------------------------- templates without Jinja
-_CONTEXT = {"tp": {"gpu": "H100", "tok": 12.5, "none": None, "flag": True, "items": "shadowed?", "nested": {"k": [1, 2]}},
+_CONTEXT = {"tp": {"gpu": "H100", "tok": 12.5, "none": None, "flag": True, "items": "shadowed?", "nested": {"k": [1, 2]},
+                   "text_number": "42.7", "inf": float("inf"), "nan": float("nan")},
             "thr": {"floor": 300}, "n": 3}
 
 
@@ -180,6 +181,9 @@ _CONTEXT = {"tp": {"gpu": "H100", "tok": 12.5, "none": None, "flag": True, "item
     "{{ tp.items }}",                 # a dict method name: Jinja's getattr finds the method first
     "{{ tp.nested.k.count }}",        # list.count: an attribute
     "  spaced   {{ n }}\n text  ",
+    # the argument-less filters a plain print may apply, with Jinja's own functions
+    "{{ tp.gpu|upper }} {{ tp.tok|int }} {{ tp.tok | int }}s {{ tp.text_number|int }} {{ tp.gpu|int }}",
+    "{{ tp.none|int }} {{ tp.nested|int }} {{ tp.flag|int }} {{ tp.tok|int|upper }} {{ tp.none|upper }} {{ n|upper }} {{ tp.nan|int }}",
 ])
 def test_plain_templates_render_as_jinja_does(template):
     from rlhealth import engine as E
@@ -190,7 +194,8 @@ def test_plain_templates_render_as_jinja_does(template):
 
 
 @pytest.mark.parametrize("template", [
-    "{{ tp.gpu|upper }}", "{% if n %}x{% endif %}", "{{ true }}", "{{ self }}", "{{- n }}", "{ {{ n }}", "{{ n }} }",
+    "{% if n %}x{% endif %}", "{{ true }}", "{{ self }}", "{{- n }}", "{ {{ n }}", "{{ n }} }",
+    "{{ tp.gpu|lower }}", "{{ tp.tok|int(5) }}", "{{ tp.gpu|upper() }}", "{{ tp.gpu|title }}",
 ])
 def test_other_templates_go_to_jinja(template):
     from rlhealth import engine as E
@@ -199,7 +204,21 @@ def test_other_templates_go_to_jinja(template):
     assert E._render(template, _CONTEXT) == " ".join(E._TEMPLATES.from_string(template).render(**_CONTEXT).split())
 
 
-@pytest.mark.parametrize("template", ["{{ missing }}", "{{ tp.missing }}", "{{ tp.gpu.missing.deeper }}"])
+@pytest.mark.parametrize("template", ["{{ tp.inf|int }}", "{{ n }} {{ tp.inf|int }}"])
+def test_a_failing_filter_fails_as_in_jinja(template):
+    """int() of an infinity raises in Jinja's int filter (OverflowError): the
+    plain print hands the template to Jinja, which raises the same."""
+    from rlhealth import engine as E
+
+    assert E._plain_template(template) is not None
+    with pytest.raises(Exception) as jinja:
+        E._TEMPLATES.from_string(template).render(**_CONTEXT)
+    with pytest.raises(jinja.type):
+        E._render(template, _CONTEXT)
+
+
+@pytest.mark.parametrize("template", ["{{ missing }}", "{{ tp.missing }}", "{{ tp.gpu.missing.deeper }}",
+                                      "{{ tp.missing|int }}", "{{ missing|upper }}"])
 def test_an_undefined_variable_fails_as_in_jinja(template):
     import jinja2
 

@@ -244,3 +244,99 @@ def test_stats_lines_route_as_the_regex_path_routes_them():
         reads.append((read.stats_count, sorted(read.stats_eras), {k: list(v) for k, v in read.stats.items()}))
     assert reads[0] == reads[1]
     assert reads[0][0] > 1000 and len(reads[0][2]) >= 8
+
+
+# ----------------------------------------------------------------- the stats sink
+def _routed(path: Path, sink: bool, monkeypatch) -> tuple:
+    from rlhealth.catalog import load_catalog
+    from rlhealth.probes import bundle as B
+
+    monkeypatch.setattr(B, "STATS_SINK", sink)
+    catalog = load_catalog()
+    read = B.BundleRead(root=path.parent)
+    router = B._Router(read, catalog, None, path.name, None, {}, set())
+    made = []
+    make = router._stats_sink
+    router._stats_sink = lambda *args: made.append(make(*args)) or made[-1]
+    lines = router.scan(B.scanner_for(catalog), path)
+    assert bool(made) == sink
+    _routed.sink_count = made[0].count if made else 0
+    return (lines, read.stats_count, sorted(read.stats_eras), {k: list(v) for k, v in read.stats.items()},
+            {k: (a.count, [o.line for o in a.kept]) for k, a in read.signatures.items()}, read.steps_finished)
+
+
+@pytest.mark.parametrize("block_bytes", [1 << 23, 4096, 700])
+def test_stats_sink_routes_as_stats_raw(tmp_path, monkeypatch, block_bytes):
+    """A file routed with the C stats sink and without it (every stats line through ``_stats_raw``):
+    the same per-engine queues in the same order, counts, eras, line count and other routing, over
+    fuzzed stats lines under several actor prefixes mixed with lines the sink must leave to Python
+    (non-ASCII, a ")" past the memoised head, longer than the line cap, matched by another
+    pattern too) and other matching lines, cut into blocks of several sizes."""
+    from rlhealth.probes import scan as S
+
+    original = S.Scanner.iter_blocks
+    monkeypatch.setattr(S.Scanner, "iter_blocks", lambda self, path, bb=block_bytes, sink=None: original(self, path, bb, sink=sink))
+    monkeypatch.setattr(S, "MAX_LINE_BYTES", 600)
+    rng = random.Random(21)
+    heads = ["", "(EngineCore_DP0 pid=12) ", "(AsyncVLLMInferenceEngine pid=3117, ip=10.1.1.11) INFO 08-02 11:59:41 ",
+             "(A pid=1) (B pid=2) ", "(Worker pid=7, ip=10.0.0.2) ", "x" * 300 + ") "]
+    others = ["Started: 'step'", "Finished: 'step', time cost: 2.5s", "Generation Buffer Progress: 3/8",
+              "Traceback (most recent call last):", "plain filler line", "", "\tindented filler"]
+    lines = []
+    for text in _stats_cases(rng):
+        lines.append(rng.choice(heads) + text)
+        roll = rng.random()
+        if roll < 0.3:
+            lines.append(rng.choice(others))
+        elif roll < 0.32:
+            lines.append("é " + _FULL)                                   # non-ASCII: Python's
+        elif roll < 0.34:
+            lines.append(_FULL + " Traceback (most recent call last):")  # two patterns: Python's
+        elif roll < 0.35:
+            lines.append(_FULL + " " + "y" * 700)                         # past the line cap
+    path = tmp_path / "engine.log"
+    path.write_text("\n".join(lines) + "\n")
+    with_sink = _routed(path, True, monkeypatch)
+    took = _routed.sink_count
+    without = _routed(path, False, monkeypatch)
+    assert with_sink == without
+    if block_bytes < 1 << 20:          # one 8 MiB block holds a line the sink leaves: all Python
+        assert took > 100
+    assert with_sink[1] > 1000 and len(with_sink[3]) >= 6 and with_sink[4]
+
+
+def test_stats_sink_takes_whole_blocks_only(tmp_path, monkeypatch):
+    """A block holding one stats line the sink cannot take is routed wholly by Python (so the
+    queues keep line order); a block without one goes to the sink; counts and line numbers add up."""
+    from rlhealth.catalog import load_catalog
+    from rlhealth.probes import bundle as B
+
+    catalog = load_catalog()
+    scanner = B.scanner_for(catalog)
+    good = ("(E pid=1) " + _FULL).encode()
+    block = b"\n".join([good, b"filler", good]) + b"\n"
+    mixed = b"\n".join([good, "(E pid=1) é ".encode() + _FULL.encode(), good]) + b"\n"
+    queues, eras, calls = {}, set(), []
+
+    def resolve(text):
+        calls.append(text)
+        return ("E#" + text[:3], "v1-early")
+
+    sink = _linescan.StatsSink(scanner.stats_id, "f.log", queues, eras, {}, resolve,
+                               lambda engine: queues.setdefault(engine, []), 200, 4096, 1 << 20)
+    for data in (block, mixed):
+        collector = _linescan.Collector()
+        scanner._db.scan(data, match_event_handler=collector)
+        newlines, hits = collector.lines(data, len(data), {}, scanner._keys, sink)
+        assert newlines == 3
+        if data is block:
+            assert hits == [] and sink.count == 2 and sink.lines_before == 3
+        else:
+            assert [h[2] for h in hits] == [0, 1, 2] and sink.count == 2 and sink.lines_before == 6
+    assert len(calls) == 1                                   # one memo key: resolved once
+    assert [item[2] for item in queues["E#(E "]] == [1, 3]   # line numbers of the first block
+    assert eras == {"v1-early"}
+    with pytest.raises(TypeError):
+        _linescan.Collector().lines(b"x\n", 2, {}, ["k"], object())
+    with pytest.raises(TypeError):
+        _linescan.StatsSink(0, "f", {}, set(), {}, None, None, 1, 1, 1)

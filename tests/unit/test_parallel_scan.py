@@ -250,7 +250,8 @@ def _all_paths(bundle: Path, monkeypatch, block_bytes: int | None = None) -> dic
             _use_path(m, mode, None, share)
             if block_bytes is not None:
                 original = scan_mod.Scanner.iter_blocks
-                m.setattr(scan_mod.Scanner, "iter_blocks", lambda self, path, bb=block_bytes: original(self, path, bb))
+                m.setattr(scan_mod.Scanner, "iter_blocks",
+                          lambda self, path, bb=block_bytes, sink=None: original(self, path, bb, sink=sink))
             report = diagnose(bundle, now=NOW)
             outcomes[(mode, share)] = (_read(bundle), render(report, "json"), render(report, "markdown"))
     return outcomes
@@ -337,9 +338,9 @@ def test_file_failing_mid_read_same(tmp_path, monkeypatch):
     bundle = _cross_file_bundle(tmp_path)
     original = scan_mod.Scanner.iter_blocks
 
-    def failing(self, path, block_bytes=scan_mod.BLOCK_BYTES):
+    def failing(self, path, block_bytes=scan_mod.BLOCK_BYTES, sink=None):
         blocks = 0
-        for item in original(self, path, 4096):
+        for item in original(self, path, 4096, sink=sink):
             yield item
             blocks += 1
             if Path(path).name == "a.log" and blocks == 3:
