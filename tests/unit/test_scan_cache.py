@@ -214,3 +214,56 @@ def test_scanner_from_many_threads_is_one_scanner(patterns):
     assert errors == [] and len(got) == 8 and all(s is got[0] for s in got)
     assert wanted not in patterns_mod._COMPILING
     patterns_mod._SCANNERS.pop(wanted)
+
+
+# ----------------------------------------------------------------- the database the install compiled
+@pytest.fixture
+def packaged_rules(tmp_path, monkeypatch):
+    """``rlhealth/rules`` of an install: ``importlib.resources`` finds it at ``tmp_path/rules``."""
+    from importlib import resources
+
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    real = resources.files
+    monkeypatch.setattr(resources, "files", lambda package: rules if package == "rlhealth.rules" else real(package))
+    monkeypatch.delenv("RLHEALTH_CACHE_DIR", raising=False)
+    return rules
+
+
+def test_the_installed_database_is_loaded_not_compiled(patterns, packaged_rules, monkeypatch):
+    fresh = _matches(Scanner(list(patterns)))
+    path = scan_mod.write_packaged_database(list(patterns), packaged_rules)
+    assert path.parent == packaged_rules / "compiled" and path.name.startswith("patterns-")
+    _no_compile(monkeypatch)
+    assert _matches(Scanner(list(patterns))) == fresh
+
+
+def test_an_installed_database_of_other_patterns_or_corrupt_is_not_used(patterns, packaged_rules, monkeypatch):
+    fresh = _matches(Scanner(list(patterns)))
+    other = scan_mod.write_packaged_database(list(patterns)[:-1], packaged_rules)
+    compiled = []
+    real = scan_mod._compile_database
+    monkeypatch.setattr(scan_mod, "_compile_database", lambda *args: compiled.append(1) or real(*args))
+    assert _matches(Scanner(list(patterns))) == fresh and compiled == [1]        # another key: compiled
+    key = scan_mod.database_key(*scan_mod.pattern_arguments(list(patterns)))
+    other.with_name(f"patterns-{key}.hsdb").write_bytes(b"not a database" * 100)
+    assert _matches(Scanner(list(patterns))) == fresh and compiled == [1, 1]     # corrupt: compiled
+    written = scan_mod.write_packaged_database(list(patterns), packaged_rules)
+    assert sorted(p.name for p in written.parent.iterdir()) == [written.name]     # alone: older ones removed
+
+
+def test_the_build_step_compiles_the_database(tmp_path):
+    """``setup.py build_py`` (what ``pip install .`` runs) writes the database of the packaged
+    signatures into the built ``rlhealth/rules/compiled/``, named by the key a diagnosis computes."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    build = tmp_path / "build"
+    done = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(build)], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    signatures = patterns_mod.packaged_signature_patterns()
+    key = scan_mod.database_key(*scan_mod.pattern_arguments(list(patterns_mod.scan_patterns(signatures))))
+    assert [p.name for p in (build / "rlhealth" / "rules" / "compiled").iterdir()] == [f"patterns-{key}.hsdb"]
