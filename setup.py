@@ -44,7 +44,10 @@ class BuildWithDatabase(build_py):
         if getattr(self, "editable_mode", False):
             return          # an editable install runs from the sources and compiles at run time
         rules_dir = os.path.abspath(os.path.join(self.build_lib, "rlhealth", "rules"))
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(self.build_lib), PYTHONDONTWRITEBYTECODE="1")
+        # the built tree first; then what the build environment put there (pip's isolated build
+        # environment reaches its packages, hyperscan among them, through PYTHONPATH)
+        path = os.pathsep.join(p for p in (os.path.abspath(self.build_lib), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
         done = subprocess.run([sys.executable, "-c", _COMPILE_PACKAGED, rules_dir], env=env,
                               capture_output=True, text=True, cwd=self.build_lib)
         if done.returncode == 0:

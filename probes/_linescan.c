@@ -30,6 +30,7 @@
 #define Py_T_PYSSIZET T_PYSSIZET
 #define Py_READONLY READONLY
 #endif
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
