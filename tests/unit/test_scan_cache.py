@@ -32,6 +32,14 @@ def patterns():
     return bundle_mod._catalog_patterns(load_catalog())
 
 
+@pytest.fixture(autouse=True)
+def _no_installed_database(request, monkeypatch):
+    """The cache tests run as an editable install does: without the database an install compiles
+    (``packaged_rules`` tests install their own)."""
+    if "packaged_rules" not in request.fixturenames:
+        monkeypatch.setattr(scan_mod, "_packaged_database", lambda key: None)
+
+
 def _no_compile(monkeypatch):
     def refuse(*a, **kw):
         raise AssertionError("compiled although a cached database exists")
