@@ -237,7 +237,10 @@ def parse_ls_full_iso(text: str) -> list[dict]:
         if name in (".", ".."):
             continue
         tz = m["tz"]
-        mtime = datetime.fromisoformat(f"{m['date']}T{m['time']}{tz[:3]}:{tz[3:]}")
+        try:
+            mtime = datetime.fromisoformat(f"{m['date']}T{m['time']}{tz[:3]}:{tz[3:]}")
+        except ValueError:      # a garbled date (day 99, other scripts' digits): no row, as no match
+            continue
         rows.append({"name": name, "size": int(m["size"]), "mtime": mtime,
                      "type": {"-": "file", "d": "dir", "l": "link"}.get(m["mode"][0], "other")})
     return rows

@@ -163,6 +163,15 @@ def test_ls_full_iso():
     assert rows[0]["mtime"].isoformat() == "2026-08-01T14:29:58+00:00"
 
 
+def test_ls_full_iso_skips_garbled_dates():
+    """A date ``datetime`` refuses (day 99, month 13, other scripts' digits) makes no row, as a line
+    that does not match; the other rows stay."""
+    garbled = LS.replace("2026-08-01 12:30:02.000000000 +0000 worker", "2026-08-99 12:30:02.000000000 +0000 worker")
+    garbled = garbled.replace("2026-08-01 12:30:01.000000000 +0000 events", "2026-08-١٢ 12:30:01.000000000 +0000 events")
+    garbled = garbled.replace("2026-08-01 12:30:02.000000000 +0000 latest", "2026-13-01 12:30:02.000000000 +0000 latest")
+    assert [r["name"] for r in k.parse_ls_full_iso(garbled)] == ["raylet.out"]
+
+
 def test_events_for_pods():
     ev = {"items": [{"involvedObject": {"name": "a"}, "reason": "BackOff"},
                     {"involvedObject": {"name": "b"}, "reason": "Started"}]}
