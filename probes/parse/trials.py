@@ -917,6 +917,20 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
+def _chunk_tokens(count: int) -> int:
+    """The read end of a pipe holding the chunk numbers 0..count-1 as 4-byte tokens, its write end
+    closed (the queue readers claim from: see ``_read_claimed``)."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(count)))
+    except OSError:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end
+
+
 def _claim(tokens: int) -> int | None:
     token = os.read(tokens, 4)
     return int.from_bytes(token, "little") if len(token) == 4 else None
@@ -990,11 +1004,7 @@ class EarlyTrials:
         self._params = None
         if _cpus() < 2 or not _may_fork() or _chunk_size(self.chunks) < PROCESS_MIN_TRIALS:
             return
-        read_end, write_end = os.pipe()
-        try:
-            os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(self.chunks))))
-        finally:
-            os.close(write_end)
+        read_end = _chunk_tokens(len(self.chunks))
         ctx = multiprocessing.get_context("fork")
         recv, send = ctx.Pipe(duplex=False)
         params_recv, params_send = ctx.Pipe(duplex=False)
@@ -1084,12 +1094,7 @@ class BackgroundSummary:
             self._chunks = list_trials(trace_root)
             if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
                 return
-            read_end, write_end = os.pipe()
-            try:
-                os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(self._chunks))))
-            finally:
-                os.close(write_end)
-            self._tokens = read_end
+            self._tokens = _chunk_tokens(len(self._chunks))
         if forks < 1 or not _may_fork():
             return
         ctx = multiprocessing.get_context("fork")
