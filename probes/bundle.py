@@ -24,6 +24,8 @@ if TYPE_CHECKING:   # the reader is handed the catalog; it never loads the rule 
     from rlhealth.catalog import Catalog, Signature
 from rlhealth.facts import Occurrence, ProblemNote
 from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
+from rlhealth.probes import events as events_mod
+from rlhealth.probes.events import EventLog
 from rlhealth.probes.parse import MAX_COUNT_DIGITS
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
@@ -166,6 +168,8 @@ class BundleRead:
     source_rev: Occurrence | None = None
     trials: TrialSummary | None = None
     trace_dir_exists: bool = False
+    events: EventLog = field(default_factory=EventLog)
+    """Failure-shaped events of the logs (``rlhealth.probes.events``), bounded per attempt."""
     current_leg_missing: bool = False
     """Jupiter: the bundle's own Slurm job (the current chain leg) has no log yet (e.g. pending)."""
 
@@ -173,6 +177,21 @@ class BundleRead:
     def newest_evidence(self) -> float | None:
         values = [v for v in (self.captured_at, self.synced_at) if v is not None]
         return max(values) if values else None
+
+
+_TOKEN_RX: dict[tuple[str, str, bool], re.Pattern] = {}
+
+
+def _token_regexes(catalog: Catalog) -> dict[str, re.Pattern]:
+    """Each signature's pattern as a Python regex (its whole-word check, ``events.token_match``)."""
+    out = {}
+    for k, sig in catalog.signatures.items():
+        key = (k, sig.pattern, sig.caseless)
+        rx = _TOKEN_RX.get(key)
+        if rx is None:
+            rx = _TOKEN_RX[key] = re.compile(sig.pattern, re.IGNORECASE if sig.caseless else 0)
+        out[k] = rx
+    return out
 
 
 def _catalog_patterns(catalog: Catalog) -> tuple[Pattern, ...]:
@@ -302,6 +321,28 @@ class _Router:
         self.genbuf_first: tuple[tuple[int, int], Any] | None = None
         self.first_step_progress: tuple[tuple[int, int], bool] | None = None
         self.phases_finished: set[str] = set()
+        self.file_index = 0
+        self.event: events_mod.LogEvent | None = None
+        """The newest event of this file; lines up to its ``last_line`` belong to it."""
+        self.token_rx = _token_regexes(catalog)
+
+    def _event(self, hit: LineHit, ts: float | None, attempt: int | None) -> None:
+        """Read the event starting at ``hit`` (its traceback from the lines after it)."""
+        ev = self.event
+        if ev is not None and hit.lineno <= ev.last_line:
+            return
+        head = hit.preceding_bytes(4096).rsplit(b"\n", 2)
+        preceding = clean_line(head[-2]) if len(head) >= 2 else None
+        ev = events_mod.event_at(hit.text, hit.lineno, hit.following_lines(events_mod.MAX_TRACEBACK_LINES,
+                                                                             events_mod.MAX_TRACEBACK_BYTES),
+                                 preceding, self.source)
+        if ev is None:
+            return
+        if ts is None:
+            ts = _continued_record_ts(hit, self.ref)
+        ev.ts, ev.attempt, ev.file_index = ts, attempt, self.file_index
+        self.event = ev
+        self.read.events.add(ev)
 
     def _plan(self, key_tuple: tuple[str, ...]) -> tuple[frozenset, list[str], frozenset, bool, bool]:
         """What a line with these keys needs: (keys, its signatures sorted, the signatures they
@@ -334,8 +375,12 @@ class _Router:
             read.attempt_boundaries.append(Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts,
                                                       attempt=self.boundaries))
         attempt = self.boundaries if self.is_finelog else self.attempt
+        if "x_event" in keys:
+            self._event(hit, ts, attempt)
+        in_event = self.event if self.event is not None and self.event.first_line <= hit.lineno <= self.event.last_line \
+            else None
         if ts is None and sig_keys:
-            ts = _continued_record_ts(hit, self.ref)
+            ts = in_event.ts if in_event is not None and in_event.ts is not None else _continued_record_ts(hit, self.ref)
         if FAST_ROUTING:
             occ = _PendingOccurrence(self.source, hit.lineno, text, ts, attempt)
         else:
@@ -343,9 +388,14 @@ class _Router:
         if sig_keys:
             for k in sig_keys:
                 sig = self.catalog.signatures[k]
-                if k in suppressed or (k in self.skip and self.skip[k].search(text)):
+                if k in self.token_rx and not events_mod.token_match(self.token_rx[k], text):
+                    continue            # the wording inside a longer word: no occurrence
+                if k in suppressed or (k in self.skip and self.skip[k].search(text)) or (
+                        in_event is not None and in_event.grade == "note" and in_event.thread == "background"):
                     read.suppressed[k] = read.suppressed.get(k, 0) + 1
                     continue
+                if in_event is not None and k not in in_event.names:
+                    in_event.names.append(k)
                 if sig.detail_after == "exception_line":
                     detail = self._exception_line(hit)
                     if detail is not None:
@@ -725,6 +775,7 @@ class _LogWork:
         part = BundleRead(root=self.root)
         router = _Router(part, self.catalog, self.reference, rel, attempt, self.skip, set())
         router.agg_class = _ChainedAgg
+        router.file_index = index
         try:
             lines, error = router.scan(self.scanner, path), None
         except OSError as exc:
@@ -783,6 +834,7 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
             into.first_by_attempt[key] = firsts[(k, key)]
     for k, n in src.suppressed.items():
         read.suppressed[k] = read.suppressed.get(k, 0) + n
+    read.events.merge(src.events)
     read.attempt_boundaries.extend(src.attempt_boundaries)
     # metrics: the first record of a step across the bundle (each file kept its own first)
     for record in src.metric_records:
@@ -1015,6 +1067,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         if progress.enabled and log_work is None:
             progress.update(index, f"{rel} ({human_bytes(scanned_bytes)} scanned)")
         router = _Router(read, catalog, reference, rel, attempt, skip, seen_steps)
+        router.file_index = index
         try:
             read.lines_read += router.scan(scanner, path)
             read.log_files.append(rel)
@@ -1113,9 +1166,11 @@ def scan_signatures(files: list[tuple[Path, str]], catalog: Catalog,
     read = BundleRead(root=Path("."))
     scanner = scanner_for(catalog)
     skip = {k: re.compile(s.skip_if_line_matches) for k, s in catalog.signatures.items() if s.skip_if_line_matches}
-    for path, rel in files:
+    for index, (path, rel) in enumerate(files):
+        router = _Router(read, catalog, reference_epoch, rel, 1, skip)
+        router.file_index = index
         try:
-            _Router(read, catalog, reference_epoch, rel, 1, skip).scan(scanner, path)
+            router.scan(scanner, path)
         except OSError:
             continue
     _settle_occurrences(read)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN
+from rlhealth.probes.events import EVENT_TRIGGER
 from rlhealth.probes.scan import Pattern, Scanner
 from rlhealth.packaged import signature_documents
 
@@ -32,6 +33,7 @@ EXTRACTORS: dict[str, str] = {
     "x_resumed": r"Resumed training from global_step [0-9]+",
     "x_engine_model": r"Initializing an? (?:V[0-9]+ )?LLM engine[^\n]*with config: model=",
     "x_gpu_name": GPU_NAME_LINE_PATTERN,
+    "x_event": EVENT_TRIGGER,
 }
 EXTRACTOR_PREFILTERS: dict[str, str] = {
     # Every finelog line starts with "task=", so the whole extractor as a hyperscan pattern ran its
