@@ -297,7 +297,7 @@ def event_at(text: str, lineno: int, following: Iterable[str], preceding: str | 
     header). None when the line is no event (a handled exception logged at INFO, an exit 0, ...)."""
     p = peel(text)
     body = p.body
-    if p.level in ("DEBUG", "INFO", "WARNING") and not body.startswith(_TRACEBACK):
+    if p.level in ("DEBUG", "INFO", "WARNING"):       # logged below error: handled (a traceback too)
         if not (_NCCL_WARN_RE.search(body) or _XID_RE.search(body)):
             return None
     role = role_of(p.process, p.actor, p.rank, source)

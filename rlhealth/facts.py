@@ -155,11 +155,44 @@ class SignatureMeasured(Fact):
     in_current_attempt: bool
     """An occurrence belongs to the current attempt (or the log has no attempt boundaries)."""
     progress_after: bool
-    """A trainer progress line follows the current attempt's last occurrence (by time, else by line)."""
+    """A trainer progress line follows the current attempt's last occurrence (by time, else by line
+    in one file); False also when nothing orders them (see ``placed``)."""
+    placed: bool = True
+    """Time or file order places the occurrence against trainer progress; False for an undated line
+    of a file without progress lines (it is never placed before or after progress)."""
     first_error: bool = False
     """Its occurrence is the first causal error of the current attempt (earliest primary error)."""
     transient: bool
     remediation: str
+
+
+class EventMeasured(Fact):
+    """A failure-shaped log event (``rlhealth.probes.events``): the current attempt's first causal
+    error when it is an event, or a background-thread exception of the current attempt."""
+    kind: Literal["event"] = "event"
+    shape: str
+    """exception | cpp_abort | fatal_signal | exit_status | kernel | nccl_warn | slurm | fatal_log"""
+    exc_type: str | None = None
+    message: str | None = None
+    template: str
+    role: str
+    """policy | engine | trainer | ray_system | sandbox | scheduler | unknown (from the line's prefix or file)"""
+    thread: str
+    """main | background"""
+    grade: str
+    """primary | consequence | note (rules/event_shapes.yaml)"""
+    telemetry: bool
+    signal: str | None = None
+    signal_meaning: str | None = None
+    count: int
+    dated: bool
+    progress_after: bool | None = None
+    """A trainer progress line follows it (by time, else by line in one file); None when the
+    event is undated and no progress line shares its file: never placed before or after progress."""
+    first_error: bool
+    named: bool
+    """A specific signature names it (not only a generic traceback / unclassified one)."""
+    signature: str | None = None
 
 
 class SuppressedMeasured(Fact):
@@ -492,7 +525,7 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
-    JobMeasured, TrainerMeasured, SignatureMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
+    JobMeasured, TrainerMeasured, SignatureMeasured, EventMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
     EnginesConfigured, ThroughputMeasured, GpuTypeMeasured,
     GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
     StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,

@@ -7,11 +7,93 @@ from the catalog's data. Used by the observers, the Slurm capture normalizer and
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlhealth.catalog import Catalog
 from rlhealth.facts import Occurrence
 from rlhealth.probes.bundle import SignatureAgg, earlier, scan_signatures
+from rlhealth.probes.events import EventLog, LogEvent, shapes
+
+
+def first_causes(signatures: dict[str, SignatureAgg], events: EventLog | None) -> dict[int, FirstCause]:
+    """The first causal error of each attempt from both the events (structure) and the
+    signatures (names): ``attempt -> FirstCause``.
+
+    Candidates are ranked: a primary event or a fatal/hang/transient signature (0), a marker (1),
+    a consequence event or a secondary signature (2). A signature occurrence inside an event's
+    lines is that event (its quote is the event's quoted line, its name the signature); inside a
+    consequence event it ranks as one. Within a rank the earlier by time wins; when time cannot
+    order them (undated, other files) a named signature's occurrence is kept first, then an
+    event. Background telemetry exceptions and NCCL WARN lines (``note``) never compete.
+    """
+    named = first_errors_by_attempt(signatures)
+    out: dict[int, FirstCause] = {}
+    attempts = set(named) | (events.attempts() if events is not None else set())
+    for attempt in attempts:
+        cands: list[tuple[int, int, Occurrence, str | None, bool, LogEvent | None]] = []
+        if attempt in named:
+            occ, sig_id, transient = named[attempt]
+            ev = events.containing(attempt, occ.source, occ.line) if events is not None else None
+            rank = _SEVERITY_RANK[signatures[sig_id].signature.severity]
+            if ev is not None:
+                if ev.grade == "consequence":
+                    rank = max(rank, 2)
+                occ = _event_occurrence(ev)
+            cands.append((rank, 0, occ, sig_id, transient, ev))
+        if events is not None:
+            for grades, rank in ((("primary",), 0), (("consequence",), 2)):
+                ev = events.first(attempt, grades)
+                if ev is not None:
+                    cands.append((rank, 1, _event_occurrence(ev), _name_of(ev, signatures), False, ev))
+        best = None
+        for cand in cands:
+            if best is None or cand[0] < best[0] or (cand[0] == best[0] and _before(cand[2], best[2])):
+                best = cand
+        if best is None:
+            continue
+        rank, _, occ, sig_id, transient, ev = best
+        if sig_id is None and ev is not None:
+            sig_id = _name_of(ev, signatures)
+        generic = shapes()["generic"]
+        out[attempt] = FirstCause(occ=occ, signature=sig_id, transient=transient, event=ev,
+                                  named=sig_id is not None and sig_id not in generic)
+    return out
+
+
+_SEVERITY_RANK = {"fatal": 0, "hang": 0, "transient": 0, "marker": 1, "secondary": 2}
+
+
+def _before(a: Occurrence, b: Occurrence) -> bool:
+    """``a`` strictly before ``b``: by time when both are dated, else by line within one file."""
+    if a.ts is not None and b.ts is not None:
+        return a.ts < b.ts
+    return a.source == b.source and a.line < b.line
+
+
+def _event_occurrence(ev: LogEvent) -> Occurrence:
+    return Occurrence(source=ev.source, line=ev.line, text=ev.text, ts=ev.ts, attempt=ev.attempt)
+
+
+def _name_of(ev: LogEvent, signatures: dict[str, SignatureAgg]) -> str | None:
+    """The signature naming an event: the first specific one matched on its lines, else a generic
+    one, else None."""
+    generic = shapes()["generic"]
+    names = [n for n in ev.names if n in signatures and signatures[n].signature.severity != "benign"]
+    specific = [n for n in names if n not in generic]
+    return (specific or names or [None])[0]
+
+
+@dataclass(frozen=True)
+class FirstCause:
+    """An attempt's first causal error: its quoted occurrence, the signature naming it (None: no
+    signature does), whether that name is transient, the event it is (None: a signature's line
+    that has no event shape) and whether a specific (not generic) signature names it."""
+    occ: Occurrence
+    signature: str | None
+    transient: bool
+    event: LogEvent | None
+    named: bool
 
 
 def first_errors_by_attempt(signatures: dict[str, SignatureAgg]) -> dict[int, tuple[Occurrence, str, bool]]:
@@ -77,8 +159,9 @@ def _explained(candidates: dict[str, SignatureAgg]) -> set[tuple[str, int]]:
 
 def first_causal_signature(files: list[tuple[Path, str]], catalog: Catalog) -> tuple[Occurrence, str] | None:
     """The first causal error across the log files of ONE attempt and its signature id."""
-    found = first_errors_by_attempt(scan_signatures(files, catalog).signatures).get(1)
-    return (found[0], found[1]) if found else None
+    read = scan_signatures(files, catalog)
+    found = first_causes(read.signatures, read.events).get(1)
+    return (found.occ, found.signature) if found else None
 
 
 def first_causal_error(files: list[tuple[Path, str]], catalog: Catalog) -> Occurrence | None:

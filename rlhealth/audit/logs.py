@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rlhealth.audit.safefs import Root
 from rlhealth.catalog import load_catalog
-from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.first_error import first_causes
 from rlhealth.probes.bundle import EXTRACTORS, scan_log_file
 from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse import trainer as tp
@@ -144,10 +144,12 @@ def _catalog_pass(facts: LogFacts, real: Path, src: str, split: bool, attempts: 
         facts.metric_source[rec.step] = f"{src}:{rec.line}"
         facts.metric_ts[rec.step] = rec.ts
         facts.serializations[rec.serialization] = facts.serializations.get(rec.serialization, 0) + 1
-    for occ, sig_id, transient in first_errors_by_attempt(read.signatures).values():
+    for cause in first_causes(read.signatures, read.events).values():
+        occ, sig_id, transient = cause.occ, cause.signature, cause.transient
         a = _attempt_at(attempts, occ.line)
         if a is None or (a.first_error is not None and a.first_error["line"] <= occ.line):
             continue
-        sig = read.signatures[sig_id].signature
+        sig = read.signatures[sig_id].signature if sig_id in read.signatures else None
         a.first_error = {"source": src, "line": occ.line, "text": quote(occ.text), "signature": sig_id,
-                         "severity": sig.severity, "family": sig.family, "transient": bool(transient)}
+                         "severity": sig.severity if sig else (cause.event.grade if cause.event else None),
+                         "family": sig.family if sig else None, "transient": bool(transient)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from rlhealth.catalog import Catalog
 from rlhealth.facts import GATES, REPORTED_APART, gate_slot
 from rlhealth.observers.base import Observation
-from rlhealth.observers import (dynamics, engines, gpus, hardware, job, pods, problems, restarts, rollouts_std,
+from rlhealth.observers import (dynamics, engines, events, gpus, hardware, job, pods, problems, restarts, rollouts_std,
                                 signatures, stacks, trainer, trials)
 from rlhealth.probes.bundle import BundleRead
 
@@ -27,6 +27,7 @@ def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
     job.observe(obs, max_age_s=max_age_s, mode_override=mode_override, given=given)
     trainer.observe(obs)
     signatures.observe(obs)
+    events.observe(obs)
     engines.observe(obs)
     gpus.observe(obs)
     stacks.observe(obs)

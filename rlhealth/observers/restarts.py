@@ -6,7 +6,7 @@ import re
 
 from rlhealth.facts import Evidence, RestartsMeasured
 from rlhealth.observers.base import Observation, as_count, ev
-from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.first_error import first_causes
 from rlhealth.probes.parse import COUNT
 from rlhealth.probes.textio import quote
 
@@ -36,7 +36,7 @@ def launch_max_retries(obs: Observation) -> tuple[int | None, str | None]:
 
 def _attempts(obs: Observation) -> list[dict]:
     read, job = obs.read, obs.job
-    first_by_attempt = first_errors_by_attempt(read.signatures)
+    first_by_attempt = {a: (c.occ, c.signature, c.transient) for a, c in first_causes(read.signatures, read.events).items()}
     timeout_attempts: set[int] = set()
     if "slurm_time_limit" in read.signatures:
         timeout_attempts = set(read.signatures["slurm_time_limit"].first_by_attempt)

@@ -3,18 +3,20 @@ from __future__ import annotations
 
 from rlhealth.facts import Occurrence, SignatureMeasured, SuppressedMeasured
 from rlhealth.observers.base import Observation, ev
-from rlhealth.first_error import first_errors_by_attempt
+from rlhealth.first_error import first_causes
 
 
-def progress_after(occ: Occurrence | None, last: Occurrence | None) -> bool:
-    """A trainer progress line comes after ``occ``: by time when both carry one, else by line."""
+def progress_after(occ: Occurrence | None, last: Occurrence | None) -> bool | None:
+    """A trainer progress line comes after ``occ``: by time when both carry one, else by line in
+    one file. None when neither orders them (an undated line of another file): an undated event
+    is never placed before or after progress. False when there is no progress line at all."""
     if occ is None or last is None:
         return False
     if occ.ts is not None and last.ts is not None:
         return last.ts > occ.ts + 1.0
     if occ.source == last.source:
         return last.line > occ.line
-    return False
+    return None
 
 
 def current_attempt(obs: Observation) -> int:
@@ -26,8 +28,9 @@ def current_attempt(obs: Observation) -> int:
 def observe(obs: Observation) -> None:
     read = obs.read
     current = obs.job["current_attempt"]
-    firsts = first_errors_by_attempt(read.signatures)
-    first_sig = (firsts.get(current) or firsts.get(-1) or (None, None, None))[1]
+    firsts = first_causes(read.signatures, read.events)
+    first = firsts.get(current) or firsts.get(-1)
+    first_sig = first.signature if first is not None else None
     for sig_id in sorted(read.signatures):
         agg = read.signatures[sig_id]
         sig = agg.signature
@@ -41,7 +44,8 @@ def observe(obs: Observation) -> None:
             fact_id=f"signature:{sig_id}", evidence=tuple(evidence), sig=sig_id, family=sig.family,
             severity=sig.severity, gate=sig.gate, title=sig.title, count=agg.count, files=len(agg.files),
             in_current_attempt=cur_first is not None,
-            progress_after=progress_after(cur_last, obs.last_progress) if cur_first is not None else False,
+            progress_after=bool(placed := progress_after(cur_last, obs.last_progress)) if cur_first is not None else False,
+            placed=placed is not None if cur_first is not None else True,
             first_error=sig_id == first_sig and cur_first is not None, transient=sig.transient,
             remediation=sig.remediation))
     for sig_id, n in sorted(read.suppressed.items()):
