@@ -58,6 +58,8 @@ def test_incident(d, monkeypatch, update_golden):
     fired = {f["rule"] for f in doc["fired_rules"]}
     for rule in expected.get("fired", []):
         assert rule in fired, (rule, sorted(fired))
+    for rule in expected.get("not_fired", []):
+        assert rule not in fired, (rule, sorted(fired))
     for item in expected.get("evidence", []):
         texts = [e["text"] for e in doc["gates"][item["gate"]]["evidence"]]
         assert any(item["contains"] in t for t in texts), (item, texts)

@@ -295,6 +295,87 @@ def watchdog_stuck_ray_worker_died(b_root):
                 description="Ray logs are authoritative for actor death: heartbeat monitor abort, SIGABRT, raylet SYSTEM_ERROR death, ActorDiedError.")
 
 
+# ----------------------------------------------------------------------------- failures by their shape
+# A healthy agentic run plus one more log excerpt: the benign shapes (a telemetry thread's exception,
+# an undated hang line in an extra file, ActorDiedError inside a longer word) never KILL; an exception
+# class no signature names, raised in a policy worker's main thread, does.
+POLICY_ACTOR = "(FSDPPolicyWorker pid=5120, ip=10.0.5.13) "
+HEALTHY_SHAPE = dict(verdict="NO-KILL", mode="agentic", terminal=False,
+                     gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                     restarts=dict(burned=0, same_failure=False))
+
+
+def healthy_agentic_plus(b_root, finelog_tail=(), extra=None):
+    expected = baseline_healthy_agentic(b_root)
+    if finelog_tail:
+        with open(b_root / "finelog.log", "a") as f:
+            f.write("\n".join(finelog_tail) + "\n")
+    for rel, lines in (extra or {}).items():
+        Bundle(b_root, manifest=False).lines(rel, lines)
+    return expected["now"]
+
+
+@incident
+def background_telemetry_exception(b_root):
+    now = healthy_agentic_plus(b_root, [
+        "Exception in thread Thread-7 (_thread_body):",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/threading.py", line 1045, in _bootstrap_inner',
+        "    self.run()",
+        '  File "/opt/venv/lib/python3.11/site-packages/wandb/sdk/internal/internal_util.py", line 49, in run',
+        "    self._run()",
+        '  File "/opt/venv/lib/python3.11/site-packages/wandb/sdk/internal/file_stream.py", line 321, in _thread_body',
+        "    raise e",
+        "wandb.errors.CommError: Network error (ConnectionError), entering retry loop."])
+    return dict(now=now, **HEALTHY_SHAPE,
+                fired=["liveness.progressing", "liveness.background_exception"],
+                not_fired=["liveness.fatal_signature", "liveness.fatal_first_error", "liveness.unhandled_unnamed_error"],
+                any_finding_contains=dict(liveness="background-thread exception of a telemetry library (wandb.errors.CommError"),
+                description="Healthy agentic run whose last log lines are a wandb uploader thread exception (Exception in thread, "
+                            "wandb.errors.CommError) after the newest step: a telemetry thread; training goes on. A finding, never a KILL.")
+
+
+@incident
+def unnamed_exception_policy_rank(b_root):
+    now = healthy_agentic_plus(b_root, [POLICY_ACTOR + loguru(at(120.1), "training step failed", level="ERROR",
+                                                              where="skyrl_train.workers.worker:run:88")] + [POLICY_ACTOR + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/skyrl_train/workers/fsdp/fsdp_worker.py", line 412, in forward_backward',
+        "    out = self.model(**batch)",
+        '  File "/opt/venv/lib/python3.11/site-packages/flashinfer/jit/core.py", line 204, in build_and_load',
+        "    raise JITCompilationFailed(msg)",
+        "flashinfer.jit.core.JITCompilationFailed: ninja build of kernel batch_prefill_sm90 failed with status 1")])
+    return dict(now=now, verdict="KILL", mode="agentic", terminal=False, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.unhandled_unnamed_error"],
+                evidence=[dict(gate="liveness", contains="flashinfer.jit.core.JITCompilationFailed: ninja build of kernel batch_prefill_sm90 failed")],
+                first_error_contains="JITCompilationFailed",
+                finding_contains=dict(liveness="unhandled flashinfer.jit.core.JITCompilationFailed in a policy process"),
+                description="A policy worker dies on an exception class no signature names (flashinfer JITCompilationFailed) after the "
+                            "newest step: the main-thread traceback, by its shape, is the hard failure.")
+
+
+@incident
+def undated_watchdog_extra_log(b_root):
+    now = healthy_agentic_plus(b_root, extra={"pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0-nccl-debug.log": [
+        "[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives."]})
+    return dict(now=now, **HEALTHY_SHAPE, fired=["liveness.progressing"],
+                not_fired=["liveness.hang_signature", "liveness.hang_signature_unplaced"], signatures=["nccl_watchdog_stuck"],
+                description="Healthy agentic run with one undated NCCL watchdog line in an extra pod log: it cannot be placed before or "
+                            "after the trainer's progress and the trainer advances; never a KILL (the twin with a frozen trainer: "
+                            "watchdog-stuck-ray-worker-died).")
+
+
+@incident
+def actor_died_error_context_info(b_root):
+    now = healthy_agentic_plus(b_root, [
+        "2026-08-01 14:00:30,123\tINFO worker.py:2480 -- Actor exited on purpose: ActorDiedErrorContext(actor_id=ab12cd, "
+        "class_name=RolloutCollector, reason=INTENDED_USER_EXIT, error_message=\"exit_actor() called\")"])
+    return dict(now=now, **HEALTHY_SHAPE, fired=["liveness.progressing"],
+                not_fired=["liveness.fatal_signature", "liveness.fatal_first_error"],
+                description="Healthy agentic run whose newest line is Ray reporting an actor that exited on purpose (ActorDiedErrorContext, "
+                            "INTENDED_USER_EXIT): ActorDiedError inside a longer word is no actor death; never a KILL.")
+
+
 # ----------------------------------------------------------------------------------------------- resources
 @incident
 def engine_dead(b_root):
