@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from rlhealth.catalog import Signature, load_catalog
 from rlhealth.diagnose import diagnose
 from rlhealth.probes import bundle as bundle_mod
+from rlhealth.probes.events import EventLog, LogEvent
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse import trials as trials_mod
 from rlhealth.render import render
@@ -46,6 +47,11 @@ def canonical(value):
     """Every field, in order (dicts as item lists, sets sorted): equal iff the reads are equal."""
     if isinstance(value, Signature):
         return ("signature", value.id)
+    if isinstance(value, EventLog):
+        return ("events", sorted((repr(k), n, canonical(first), canonical(last)) for k, (n, first, last) in value.by_key.items()),
+                value.total, value.dropped)
+    if isinstance(value, LogEvent):
+        return ("event", [(name, canonical(getattr(value, name))) for name in LogEvent.__slots__])
     if isinstance(value, BaseModel):
         return (type(value).__name__, canonical(value.model_dump()))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -68,7 +74,7 @@ SCAN_FIELDS = {
     "last_trainer_line", "trainer_lines", "phases_open", "phase_costs", "steps_finished", "genbuf_last",
     "genbuf_last_change", "genbuf_last_seen", "stats", "stats_count", "stats_eras", "eager_lines", "engine_model",
     "gpu_names", "batch_complete", "exc_breakdown", "exc_breakdown_occ", "use_tis", "weight_reload",
-    "generator_init", "source_rev"}
+    "generator_init", "source_rev", "events"}
 """The ``BundleRead`` fields the log routing writes; ``_merge_file_scan`` merges every one."""
 NOT_SCANNED = {
     "root", "layout", "manifest", "capture_dir", "capture", "captured_at", "synced_at", "state", "job_info",
