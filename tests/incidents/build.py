@@ -557,6 +557,36 @@ def uniform_expected(exc, contains, description):
 
 
 @incident
+def uniform_unlisted_exception(b_root):
+    b = agentic_running(b_root, reward=0.0)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__U{i:06d}", 0.0, at(5 + i * 4), exception="SandboxCapacityExhaustedError", turns=0,
+                message="no sandbox capacity left in region us-east-1 (requested 1, available 0)")
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.uniform_exception_before_turns"],
+                not_fired=["rollouts.uniform_infra_exception"],
+                evidence=[dict(gate="rollouts", contains="SandboxCapacityExhaustedError")],
+                finding_contains=dict(rollouts="before any agent turn"),
+                description="Every trial ends with an exception class the infrastructure list does not name "
+                            "(SandboxCapacityExhaustedError) before its first agent turn: a uniform infrastructure failure by its shape.")
+
+
+@incident
+def same_exception_after_turns(b_root):
+    b = agentic_running(b_root, reward=0.0)
+    for i in range(16):
+        b.trial(f"task-{i:03d}__U{i:06d}", 0.0, at(5 + i * 4), exception="AgentStepLimitReachedError", turns=40,
+                agent=[COHERENT] if i % 4 == 0 else None)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                not_fired=["rollouts.uniform_exception_before_turns", "rollouts.uniform_infra_exception"],
+                description="Twin of uniform-unlisted-exception: the same unlisted exception on every trial, but after 40 agent "
+                            "turns each (the agent ran out of steps): no uniform infrastructure failure.")
+
+
+@incident
 def daytona_snapshot_quota(b_root):
     uniform_infra(b_root, "DaytonaValidationError", message="Failed to create sandbox: snapshot quota exceeded")
     return uniform_expected("DaytonaValidationError", "DaytonaValidationError",
