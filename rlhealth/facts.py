@@ -317,6 +317,21 @@ class FlightRecorderMeasured(Fact):
     """Ranks whose last enqueued collective is behind the highest any rank of their group enqueued."""
     collective: str | None = None
     seq: int | None = None
+    process_group: str | None = None
+    """The process group of the stuck collective with the most suspected ranks."""
+    members: int | None = None
+    """Members of that group (its ``pg_config`` ranks)."""
+    suspected: int = 0
+    """Ranks singled out across groups: members that never enqueued the stuck collective (absent)
+    plus members that enqueued it but lag the others' state in it (lagging)."""
+    absent_ranks: int = 0
+    lagging_ranks: int = 0
+    no_dump_ranks: int = 0
+    """Members whose dump is missing or unreadable: neither cleared nor suspected."""
+    suspected_ranks: str | None = None
+    """The suspected ranks, e.g. ``5 (enqueued all_reduce seq 41, never started), 11 (never enqueued it)``."""
+    suspected_nodes: str | None = None
+    """The nodes holding the suspected ranks, e.g. ``node-0 (rank 5), node-1 (rank 11)``."""
 
 
 class StacksMeasured(Fact):

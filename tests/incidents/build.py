@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
+import _fr  # noqa: E402
 from _lines import (COHERENT, T0, at, dict_block, glog, healthy_metrics, iso, loguru, phase, result_json, salad,  # noqa: E402
                     step_progress, trajectory, vllm_stats, wandb)
 
@@ -1485,24 +1486,66 @@ def baseline_healthy_live_gpu_health(b_root):
                 description="A healthy live probe: GPUs busy, ECC clean, one Xid 13 (an application fault, not hardware).")
 
 
+def fr_capture(b: Bundle, stamp_time, dumps: dict[int, bytes], nodes: dict[int, str]) -> None:
+    """A live capture holding the flight-recorder dumps as the probes store them
+    (``flight_recorder/dumps/<node>/nccl_trace_rank_<r>``) and the summary the capture writes from them."""
+    from rlhealth.probes import live
+
+    files = {"flight_recorder/prefix.txt": "/tmp/nccl_trace_rank_\n"}
+    files.update({f"flight_recorder/dumps/{nodes[r]}/nccl_trace_rank_{r}": data for r, data in dumps.items()})
+    b.capture(stamp_time, job_id=json.loads((b.root / "manifest.json").read_text())["job_id"],
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []},
+              files=files)
+    live.write_flight_recorder_summary(b.root / "rlhealth" / "captures" / stamp_time.strftime("%Y%m%dT%H%M%SZ"))
+
+
 @incident
 def flight_recorder_desync(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
     b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
-    summary = {"prefix": "/tmp/nccl_trace_rank_", "readable_ranks": 4,
-               "ranks": [{"rank": r, "file": f"flight_recorder/dumps/nccl_trace_rank_{r}", "bytes": 20480} for r in range(4)],
-               "stuck": [{"process_group": "0", "collective": "nccl:all_reduce", "seq": 4711, "ranks": [0, 1, 2]}],
-               "behind": [{"process_group": "0", "rank": 3, "last_enqueued_seq": 4710, "group_highest_seq": 4711}]}
-    b.capture(at(200), job_id="/alice/rl-qwen8b-gsm8k",
-              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
-                     "attempts": []},
-              files={"flight_recorder/summary.json": json.dumps(summary, indent=2, sort_keys=True)})
+    fr_capture(b, at(200), _fr.job(4, done=4710, absent={3}), {r: "iris-alice-rl-qwen8b-gsm8k-0-5f2c1d-0" for r in range(4)})
     return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
                 confidence="high", restarts=dict(burned=0, same_failure=False),
                 fired=["liveness.wedge_live_flight_recorder", "job.live_evidence_flight_recorder"], evidence=[],
-                finding_contains=dict(liveness="never reached it"),
-                description="A frozen trainer whose flight-recorder dump shows ranks 0-2 in all_reduce seq 4711 and rank 3 behind.")
+                finding_contains=dict(liveness="suspected rank(s): 3 (never enqueued nccl:all_reduce seq 4711"),
+                flight_recorder_suspected=[3],
+                description="A frozen trainer whose flight-recorder dumps show ranks 0-2 in all_reduce seq 4711 and rank 3, "
+                            "a member of the group, never enqueued it.")
 
+
+FR_NODES = {r: ("gpu-node-a" if r < 8 else "gpu-node-b") for r in range(16)}
+
+
+@incident
+def flight_recorder_gpu_and_host_stall(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    fr_capture(b, at(200), _fr.job(16, done=40, lagging={5}, absent={11}), FR_NODES)
+    return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                confidence="high", restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.wedge_live_flight_recorder", "job.live_evidence_flight_recorder"], evidence=[],
+                finding_contains=dict(liveness="suspected rank(s): 5 (enqueued nccl:all_reduce seq 41 of process group "
+                                               "0:default_pg, never started it); 11 (never enqueued nccl:all_reduce seq 41"),
+                next_action_contains="inspect the suspected rank(s) first on gpu-node-a (rank 5); gpu-node-b (rank 11)",
+                flight_recorder_suspected=[5, 11],
+                description="16 ranks on two nodes stuck in all_reduce seq 41: rank 5 enqueued it but its GPU work never "
+                            "started (a GPU fault), rank 11 never enqueued it (a host-side stall holding the GIL); "
+                            "exactly those two ranks and their nodes are named.")
+
+
+@incident
+def flight_recorder_no_suspect(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    fr_capture(b, at(200), _fr.job(16, done=40), FR_NODES)
+    return dict(now=iso(at(205)), verdict="ERROR", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["job.live_evidence_flight_recorder", "liveness.trainer_frozen"], evidence=[],
+                not_fired=["liveness.wedge_live_flight_recorder"],
+                flight_recorder_suspected=[],
+                description="16 ranks all started all_reduce seq 41 and wait in it: no member is absent or lagging, so the "
+                            "dumps name no rank and prove no desync.")
 
 
 # ----------------------------------------------------------------------------------------------- engines present (issue 14 item 6)
