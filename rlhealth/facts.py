@@ -56,6 +56,8 @@ class ProblemNote(BaseModel):
     reason: str
     gate: GateName | Literal["all", "none"] = "all"
     """The gate this problem makes ERROR; "all" = every gate; "none" = listed only."""
+    artifact: str | None = None
+    """What kind of evidence is missing when a rule needs to know (``engine_logs``)."""
 
 
 class Fact(BaseModel):
@@ -476,6 +478,8 @@ class ProblemMeasured(Fact):
     gate: str
     fix: str | None = None
     """The fix the probe named for this failure (the text after "; next action: ")."""
+    artifact: str | None = None
+    """The kind of evidence missing (``engine_logs``: the Ray/vLLM logs the engines write), else None."""
 
 
 class GateSlot(Fact):

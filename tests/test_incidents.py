@@ -66,6 +66,8 @@ def test_incident(d, monkeypatch, update_golden):
         assert needle in doc["gates"][gate]["finding"], (gate, doc["gates"][gate]["finding"])
     for rule in expected.get("not_fired", []):
         assert rule not in fired, (rule, sorted(fired))
+    for needle in expected.get("report_not_contains", []):
+        assert needle not in json.dumps(doc) and needle not in render(report, "markdown"), needle
     if expected.get("next_action_contains"):
         assert expected["next_action_contains"] in (doc["next_action"] or ""), doc["next_action"]
     if "flight_recorder_suspected" in expected:

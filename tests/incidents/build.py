@@ -188,6 +188,61 @@ def baseline_healthy_jupiter(b_root):
                 description="Jupiter chain: leg 48211 hit its wall-clock limit (DUE TO TIME LIMIT), leg 48212 resumed and is healthy: not a burn.")
 
 
+JUPITER_JOB = {"cluster": {"name": "jsc-jupiter", "kubeconfig": ".", "context": None}, "job_id": "48213",
+               "state": "running", "submitted_at_ms": 1785600000000, "entrypoint": "", "dataset": "\u2014",
+               "finished_at_ms": None, "task_state": None, "experiment_dir": "/e/scratch/rl/exp8",
+               "launcher_job_name": "grpo-qwen3-8b-gsm8k"}
+JUPITER_ARTIFACTS = {"finelog": "current tail (62 lines)", "pod_logs": "not applicable (Jupiter)", "ray_logs": "not requested",
+                     "traces": "not requested", "trace_started": None, "trace_completed": None, "errors": [],
+                     "slurm_logs": "not requested", "trace_selected": 0}
+JUPITER_SBATCH = """#!/bin/bash
+#SBATCH --job-name=grpo-qwen3-8b-gsm8k
+#SBATCH --nodes=2
+#SBATCH --gres=gpu:4
+#SBATCH --time=06:00:00
+source /e/project/rl/envs/skyrl/bin/activate
+export RAY_DEDUP_LOGS=0
+srun --overlap python -m skyrl_train.entrypoints.main_base \\
+  trainer.policy.model.path=Qwen/Qwen3-8B \\
+  data.train_data="['/e/data1/gsm8k/train.parquet']" \\
+  generator.num_inference_engines=4 generator.enforce_eager=false \\
+  trainer.epochs=1 trainer.eval_interval=20
+"""
+
+
+def jupiter_tail_bundle(b_root):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48213", jupiter=True, synced=at(240), entrypoint="",
+               extra_manifest={"job": JUPITER_JOB, "artifacts": JUPITER_ARTIFACTS, "trials_uri": None})
+    b.lines("finelog.log", training_log(6, start_min=180, fmt="wandb", stats_era="v1-early", engines=1)[2:])
+    return b
+
+
+@incident
+def jupiter_mode_from_launch_script(b_root):
+    b = jupiter_tail_bundle(b_root)
+    b.write("slurm_logs/grpo-qwen3-8b-gsm8k.sbatch", JUPITER_SBATCH)
+    return dict(now=iso(at(245)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                mode_source_contains="Slurm launch script slurm_logs/grpo-qwen3-8b-gsm8k.sbatch",
+                evidence=[],
+                description="A healthy standard Jupiter run exactly as the watcher's status sweep writes it (empty "
+                            "entrypoint, finelog = current tail without the launch lines): mode comes from the Slurm "
+                            "launch script the bundle carries, not ERROR 'mode undetermined'.")
+
+
+@incident
+def jupiter_mode_undetermined_without_launch(b_root):
+    jupiter_tail_bundle(b_root)
+    return dict(now=iso(at(245)), verdict="ERROR", mode="unknown", terminal=False,
+                gates=dict(liveness="PASS", rollouts="ERROR"),
+                restarts=dict(burned=0, same_failure=False),
+                finding_contains=dict(rollouts="mode undetermined"),
+                evidence=[],
+                description="The counterpart: the same tail with no launch script or resolved configuration in the bundle: "
+                            "the mode stays undetermined (ERROR with the fix), never guessed.")
+
+
 @incident
 def baseline_benign_noise(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
@@ -1680,16 +1735,70 @@ def engines_bring_up_young(b_root):
                             "a young run is not missing engines.")
 
 
+WORKER_POD = "iris-alice-rl-qwen8b-tb-1-9f8e7d-0"
+BUNDLE_DIR = "/Users/alice/Documents/iris-job-bundles/jobs/cw-us-east-02a"
+
+
+def ray_sync_error(pod: str, job: str = "alice/rl-qwen8b-tb") -> str:
+    """The watcher's artifacts.errors entry for a failed Ray/vLLM transfer (watch_coreweave_rl.py
+    sync_pod_and_ray_logs around coreweave_ops.save_ray_logs)."""
+    return (f"{pod} Ray/vLLM: Could not archive Ray/vLLM logs (exit=1; diagnostics saved to "
+            f"{BUNDLE_DIR}/{job}/ray_vllm_logs/{pod}/ray-vllm-sync-error.txt)")
+
+
+PROXY_502 = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>502 Bad Gateway</title>"
+             "<style>body{font-family:sans-serif}</style></head>\n<body><h1>Bad Gateway</h1><p>The proxy could not reach "
+             "the upstream exec endpoint.</p><script>window.location.reload()</script></body></html>\n")
+
+
+@incident
+def engine_logs_sync_failed(b_root):
+    pod_name = "iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0"
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines", "pod_logs": "1 pod(s), 1 Running", "ray_logs": "0 files",
+                                             "errors": [ray_sync_error(pod_name, "alice/rl-qwen8b-gsm8k")]}})
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    b.write(f"ray_vllm_logs/{pod_name}/ray-vllm-sync-error.txt", PROXY_502)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="ERROR", resources="ERROR", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_logs_sync_failed", "verdict.error"],
+                not_fired=["resources.no_engine_stats"],
+                finding_contains=dict(resources='engine logs not captured: the Ray/vLLM log transfer of pod '
+                                                f'{pod_name} failed: HTML error page (HTTP 502: "502 Bad Gateway")'),
+                next_action_contains="re-run the watcher's full sync for this job while its pods are Running",
+                report_not_contains=["<html", "<title>", "<!DOCTYPE", "window.location"],
+                evidence=[],
+                description="A standard run stepping, no vLLM stats line in the finelog, and the watcher's Ray/vLLM log "
+                            "transfer failed on a proxy's 502 page: RESOURCES ERROR 'engine logs not captured' with the "
+                            "fix, not PASS 'no vLLM stats lines'; the HTML body is summarised, never printed.")
+
+
+@incident
+def engine_logs_synced_no_stats(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines", "pod_logs": "1 pod(s), 1 Running",
+                                             "ray_logs": "14 files", "errors": []}})
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    b.lines("ray_vllm_logs/iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0/raylet.out", [
+        "[2026-08-01 12:00:01,000 I 412 412] (raylet) main.cc:212: Setting cluster ID to: 9c1f"])
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.no_engine_stats"],
+                not_fired=["resources.engine_logs_sync_failed"],
+                finding_contains=dict(resources="no vLLM stats lines in the evidence"),
+                evidence=[],
+                description="The healthy counterpart: the same standard run with its Ray/vLLM logs synced and no stats line "
+                            "in them: the missing-stats PASS stands.")
+
+
 @incident
 def engines_missing_ray_logs_unsynced(b_root):
     """Two of four engines print stats in the driver pod's log; the worker pod's Ray/vLLM logs, where
     the other two log, failed to sync: their absence is missing evidence, not a missing engine."""
     driver = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0"
     b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125),
-               extra_manifest={"artifacts": {"finelog": "12,345 lines",
-                                             "errors": [{"artifact": "ray_vllm_logs",
-                                                         "error": "iris-alice-rl-qwen8b-tb-1-9f8e7d-0: tar stream failed: "
-                                                                  "context deadline exceeded"}]}})
+               extra_manifest={"artifacts": {"finelog": "12,345 lines", "errors": [ray_sync_error(WORKER_POD)]}})
+    b.write(f"ray_vllm_logs/{WORKER_POD}/ray-vllm-sync-error.txt", "tar stream failed: context deadline exceeded\n")
     b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
     b.lines(f"pod_logs/{driver}.log", [vllm_stats(at((s - 1) * 10 + 3), "v1", 2290.0, 46, 0, pid=pid).replace(", ip=10.1.2.3", "")
                                        for s in range(1, 13) for pid in (3101, 3102)])
