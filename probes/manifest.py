@@ -43,7 +43,7 @@ _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _H1 = re.compile(r"<h1[^>]*>(.*?)</h1\s*>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
 _STATUS = re.compile(r"(?<!\d)([1-5]\d\d)(?!\d)")
-_EXCEPTION_NAME = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Timeout|Exit|Interrupt)$")
+_EXCEPTION_NAME = re.compile(r"^(?:[a-z_][\w]*\.)*[A-Z][A-Za-z0-9_]*$")  # "TimeoutExpired", "botocore.exceptions.ClientError"
 _LONG_PATH = re.compile(r"(?<![\w.])/(?:[^\s/()]+/){3,}([^\s/()]+/[^\s/()]+)")
 _FINELOG_TAIL = re.compile(r"^current tail \((?P<n>[\d,]+) lines?\)$")
 
