@@ -142,3 +142,16 @@ def test_an_empty_entrypoint_is_no_launch_command(tmp_path: Path):
                   mode_override=None)
     (job,) = [f for f in obs.facts if f.kind == "job"]
     assert job.mode is None
+
+
+# test_parse_skyrl_metrics.py::test_json_log_with_trace_directory_uses_trace_analysis
+def test_one_result_with_reward_one_is_one_successful_trial(tmp_path: Path):
+    from rlhealth.probes.parse.trials import summarize_trials
+
+    trial = tmp_path / "trace_jobs" / "trial-7"
+    trial.mkdir(parents=True)
+    (trial / "result.json").write_text(json.dumps({"task_name": "task-7", "trial_name": "trial-7",
+                                                   "agent_result": {"metadata": {"n_episodes": 2}},
+                                                   "verifier_result": {"rewards": {"reward": 1.0}}}))
+    summary = summarize_trials(tmp_path / "trace_jobs", {}, 0, workers=1)
+    assert (summary.completed, list(summary.rewards)) == (1, [1.0])
