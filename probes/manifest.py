@@ -104,6 +104,15 @@ def artifact_problems(manifest: dict) -> list[ProblemNote]:
         out.append(ProblemNote(source="manifest.json",
                                reason=f"the sync recorded an error for {what}{where}: {summarize_detail(detail)}{fix}",
                                gate=rule["gate"] if rule else "none", artifact=rule.get("artifact") if rule else None))
+    started, completed = artifacts.get("trace_started"), artifacts.get("trace_completed")
+    if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (started, completed)):
+        # counts of the job's remote trial directories (completed = holding a result.json); null for
+        # Jupiter and terminal jobs, so never read as 0
+        out.append(ProblemNote(source="manifest.json", gate="none",
+                               reason=(f"the watcher counted {started} remote trial dir(s) for this job, {completed} with a "
+                                       f"result.json (trace_started / trace_completed); trace_jobs/ holds the synced "
+                                       f"selection ({summarize_detail(str(artifacts.get('traces') or 'no status'), 120)}), "
+                                       "so local trial counts are over that selection")))
     finelog = artifacts.get("finelog")
     m = _FINELOG_TAIL.match(finelog.strip()) if isinstance(finelog, str) else None
     if m:

@@ -115,3 +115,12 @@ def test_mode_from_the_launch_material_of_an_entrypoint_less_bundle(tmp_path: Pa
     read.launch_material = sorted(files.items())
     found = _mode_from_launch_material(read)
     assert (found[0] if found else None) == expected
+
+
+def test_remote_trace_counts_are_read_and_nulls_are_not_zero():
+    counted = m.artifact_problems({"artifacts": {"finelog": "9 lines", "errors": [], "trace_started": 412, "trace_completed": 398,
+                                                 "traces": "fleet newest 37/412 selected (500/1,903 total); 120 copied, 3 skipped"}})
+    (note,) = counted
+    assert note.gate == "none" and "412 remote trial dir(s)" in note.reason and "398 with a result.json" in note.reason
+    assert m.artifact_problems({"artifacts": {"finelog": "synced", "errors": [], "trace_started": None,
+                                              "trace_completed": None}}) == []
