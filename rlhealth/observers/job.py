@@ -125,18 +125,17 @@ def _mode_from_launch_material(read: BundleRead) -> tuple[str, str] | None:
             config, error = parse_config(text, rel)
             if error is None:
                 mode, why = classify_mode(config, None)
-                found.append((mode, why, f"resolved configuration {rel}"))
+                found.append((mode, why.replace("resolved configuration", f"resolved configuration {rel}")))
             continue
         tokens = [tok for _, tok in script_args(text)]
         if not any(m in tok.lower() for tok in tokens for m in markers):
             continue
         mode, why = classify_mode(None, shlex.join(tokens))
-        found.append((mode, why.replace("launch command", "Slurm launch script"), f"Slurm launch script {rel}"))
+        found.append((mode, why.replace("launch command", f"Slurm launch script {rel}")))
     found = [f for f in found if f[0] != "unknown"]
     if not found:
         return None
-    mode, why, where = next((f for f in found if f[0] == "agentic"), found[0])
-    return mode, f"{why} ({where})"
+    return next((f for f in found if f[0] == "agentic"), found[0])
 
 
 def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, given=None) -> None:

@@ -224,7 +224,7 @@ def jupiter_mode_from_launch_script(b_root):
     return dict(now=iso(at(245)), verdict="NO-KILL", mode="standard", terminal=False,
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False),
-                mode_source_contains="Slurm launch script slurm_logs/grpo-qwen3-8b-gsm8k.sbatch",
+                mode_source_contains="no agent-harness or sandbox section in the Slurm launch script slurm_logs/grpo-qwen3-8b-gsm8k.sbatch",
                 evidence=[],
                 description="A healthy standard Jupiter run exactly as the watcher's status sweep writes it (empty "
                             "entrypoint, finelog = current tail without the launch lines): mode comes from the Slurm "
