@@ -26,6 +26,7 @@ from rlhealth.facts import Occurrence, ProblemNote
 from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
 from rlhealth.probes import events as events_mod
 from rlhealth.probes.events import EventLog
+from rlhealth.probes.manifest import read_manifest
 from rlhealth.probes.parse import MAX_COUNT_DIGITS
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
@@ -171,6 +172,8 @@ class BundleRead:
     events: EventLog = field(default_factory=EventLog)
     """Failure-shaped events of the logs (``rlhealth.probes.events``), bounded per attempt."""
     current_leg_missing: bool = False
+    launch_material: list[tuple[str, str]] = field(default_factory=list)
+    """Slurm batch scripts / resolved configuration files the bundle carries (probes/manifest.py)."""
     """Jupiter: the bundle's own Slurm job (the current chain leg) has no log yet (e.g. pending)."""
 
     @property
@@ -1225,24 +1228,9 @@ def _probe_failures(read: BundleRead, rel: str, probes: Any) -> None:
 
 
 def _manifest_artifact_errors(read: BundleRead, manifest: dict) -> None:
-    """The watcher's own record of artifacts it failed to sync (manifest.json artifacts.errors)
-    become evidence problems, on the gate rules/capture_probes.yaml names for that artifact."""
-    artifacts = manifest.get("artifacts") if isinstance(manifest.get("artifacts"), dict) else {}
-    errors = artifacts.get("errors")
-    if not isinstance(errors, list):
-        return
-    policy = capture_probe_policy()
-    for error in errors[:20]:
-        if isinstance(error, dict):
-            name = str(error.get("artifact") or error.get("name") or error.get("path") or "artifact")
-            text = str(error.get("error") or error.get("reason") or error.get("message") or json.dumps(error, sort_keys=True))
-        else:
-            name, text = str(error).split(":", 1)[0].strip() or "artifact", str(error)
-        rule = next((r for r in policy["artifacts"] if name.startswith(r["prefix"])), None)
-        read.problems.append(ProblemNote(source="manifest.json",
-                                         reason=f"the sync recorded an error for {rule['what'] if rule else name}: {text[:200]}",
-                                         gate=rule["gate"] if rule else "none"))
-
+    """The watcher's own record of the sync (``rlhealth.probes.manifest``): failed artifacts, a
+    finelog tail, sync-error files, skipped trace objects, the launch material for the mode."""
+    read_manifest(read, manifest)
 
 MAX_GPU_NAME_SIGHTINGS = 20
 

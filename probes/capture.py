@@ -41,7 +41,8 @@ def capture_probe_policy() -> dict:
     call returns fresh containers (its entries are read-only)."""
     data = _capture_probes_file()
     return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
-            "artifacts": list(data.get("artifacts") or []), "fixes": dict(data.get("fixes") or {})}
+            "artifacts": list(data.get("artifacts") or []), "fixes": dict(data.get("fixes") or {}),
+            "whole_sync": dict(data.get("whole_sync") or {})}
 
 
 TERMINAL_STATES = frozenset(_value_sets()["terminal_states"])

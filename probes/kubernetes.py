@@ -660,7 +660,7 @@ class _Probe:
                     continue
                 seen.add(name)
                 self.exec(pod.name, ["head", "-c", str(live.max_dump_bytes()), "--", path],
-                          "exec:flight-recorder-dump", f"{live.FR_DIR}/dumps/{name}")
+                          "exec:flight-recorder-dump", f"{live.FR_DIR}/dumps/{pod.name}/{name}")
         if live.write_flight_recorder_summary(self.writer.dir) is not None:
             started = self.clock()
             why = live.run_fr_trace(self.writer.dir)

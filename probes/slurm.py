@@ -565,7 +565,7 @@ class SlurmProbe:
                 seen.add(name)
                 self.run(f"flight recorder dump {node} {name}",
                          self.srun(leg, node) + ["head", "-c", str(live.max_dump_bytes()), "--", path],
-                         f"{live.FR_DIR}/dumps/{name}")
+                         f"{live.FR_DIR}/dumps/{_safe(node)}/{name}")
 
 
 def _safe(name: str) -> str:

@@ -56,6 +56,8 @@ class ProblemNote(BaseModel):
     reason: str
     gate: GateName | Literal["all", "none"] = "all"
     """The gate this problem makes ERROR; "all" = every gate; "none" = listed only."""
+    artifact: str | None = None
+    """What kind of evidence is missing when a rule needs to know (``engine_logs``)."""
 
 
 class Fact(BaseModel):
@@ -350,6 +352,21 @@ class FlightRecorderMeasured(Fact):
     """Ranks whose last enqueued collective is behind the highest any rank of their group enqueued."""
     collective: str | None = None
     seq: int | None = None
+    process_group: str | None = None
+    """The process group of the stuck collective with the most suspected ranks."""
+    members: int | None = None
+    """Members of that group (its ``pg_config`` ranks)."""
+    suspected: int = 0
+    """Ranks singled out across groups: members that never enqueued the stuck collective (absent)
+    plus members that enqueued it but lag the others' state in it (lagging)."""
+    absent_ranks: int = 0
+    lagging_ranks: int = 0
+    no_dump_ranks: int = 0
+    """Members whose dump is missing or unreadable: neither cleared nor suspected."""
+    suspected_ranks: str | None = None
+    """The suspected ranks, e.g. ``5 (enqueued all_reduce seq 41, never started), 11 (never enqueued it)``."""
+    suspected_nodes: str | None = None
+    """The nodes holding the suspected ranks, e.g. ``node-0 (rank 5), node-1 (rank 11)``."""
 
 
 class StacksMeasured(Fact):
@@ -494,6 +511,8 @@ class ProblemMeasured(Fact):
     gate: str
     fix: str | None = None
     """The fix the probe named for this failure (the text after "; next action: ")."""
+    artifact: str | None = None
+    """The kind of evidence missing (``engine_logs``: the Ray/vLLM logs the engines write), else None."""
 
 
 class GateSlot(Fact):

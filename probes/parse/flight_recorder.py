@@ -13,20 +13,36 @@ collective sequence number and the first collective that did not complete (its n
 number and state); across ranks, which ranks wait in the same collective and which ranks never
 reached it (their last sequence number is behind the group's). PyTorch's ``fr_trace`` analysis,
 when torch is installed, is run by the probe next to this summary.
+
+Per process group (``groups``) the summary follows what ``fr_trace`` and NVIDIA's resiliency
+extension read from the same dumps: the group's members are the ``ranks`` its ``pg_config`` entry
+lists (a dump's own roster, so a member that wrote no entry is still known); the stuck collective
+is the lowest sequence number a member has not completed; ``in_collective`` are the members with an
+entry for it; ``absent`` are members whose dump was read and which never enqueued it (their last
+enqueued sequence number, from the entries and ``pg_status.last_enqueued_collective``, is below
+it: a host-side stall); ``lagging`` are members that enqueued it but whose entry is in an earlier
+state (``scheduled``) than the most advanced member's (``started``/``completed``: the rank whose
+GPU work never ran); ``no_dump`` are members whose dump is missing or unreadable (undecided).
+``suspected`` = absent + lagging. ``node`` of a rank is the folder its dump was stored in
+(``dumps/<node>/<file>``).
 """
 from __future__ import annotations
 
+import ast
 import io
 import json
 import pickle
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rlhealth.probes.parse import COUNT, read_count
 
 MAX_DUMP_BYTES = 32 * 1024 * 1024
 MAX_ENTRIES = 100_000
+MAX_MEMBERS = 100_000
+MAX_PENDING_KEPT = 64
+STATE_RANK = {"scheduled": 0, "started": 1, "completed": 2}
 _RANK_SUFFIX = re.compile(rf"({COUNT})$")
 
 
@@ -77,6 +93,7 @@ def rank_summary(doc: dict) -> dict:
     entries = entries if isinstance(entries, list) else []
     truncated = len(entries) > MAX_ENTRIES
     groups: dict[str, dict] = {}
+    pg_ids: dict[str, str] = {}
     for entry in entries[:MAX_ENTRIES]:
         if not isinstance(entry, dict) or entry.get("is_p2p"):
             continue
@@ -84,19 +101,123 @@ def rank_summary(doc: dict) -> dict:
         if seq is None:
             continue
         pg = _pg_name(entry)
-        g = groups.setdefault(pg, {"last_completed_seq": None, "last_enqueued_seq": None, "first_pending": None})
+        g = groups.setdefault(pg, {"last_completed_seq": None, "last_enqueued_seq": None, "first_pending": None,
+                                   "pending": {}})
         state = _text(entry.get("state", ""))
+        pg_id = _text(entry.get("pg_id")) if entry.get("pg_id") is not None else None
+        if pg_id is not None:
+            pg_ids.setdefault(pg_id, pg)
         if g["last_enqueued_seq"] is None or seq > g["last_enqueued_seq"]:
             g["last_enqueued_seq"] = seq
         if state == "completed":
             if g["last_completed_seq"] is None or seq > g["last_completed_seq"]:
                 g["last_completed_seq"] = seq
-        elif g["first_pending"] is None or seq < g["first_pending"]["seq"]:
+        else:
+            if len(g["pending"]) < MAX_PENDING_KEPT or seq in g["pending"]:
+                g["pending"][seq] = state or "unknown"
+        if state != "completed" and (g["first_pending"] is None or seq < g["first_pending"]["seq"]):
             g["first_pending"] = {"seq": seq, "collective": _text(entry.get("profiling_name", "?")),
                                   "state": state or "unknown", "record_id": read_count(entry.get("record_id")),
                                   "input_sizes": entry.get("input_sizes") if isinstance(entry.get("input_sizes"), list) else None}
+    members = _members(doc)
+    for pg_id, status in (doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}).items():
+        pg = pg_ids.get(_text(pg_id)) or (_text(pg_id) if _text(pg_id) in members else None)
+        enqueued = read_count(status.get("last_enqueued_collective")) if isinstance(status, dict) else None
+        completed = read_count(status.get("last_completed_collective")) if isinstance(status, dict) else None
+        if pg is None or (enqueued is None and completed is None):
+            continue
+        g = groups.setdefault(pg, {"last_completed_seq": None, "last_enqueued_seq": None, "first_pending": None, "pending": {}})
+        if enqueued is not None and (g["last_enqueued_seq"] is None or enqueued > g["last_enqueued_seq"]):
+            g["last_enqueued_seq"] = enqueued
+        if completed is not None and (g["last_completed_seq"] is None or completed > g["last_completed_seq"]):
+            g["last_completed_seq"] = completed
+    for g in groups.values():
+        g["pending"] = {str(k): g["pending"][k] for k in sorted(g["pending"])}
     return {"version": _text(doc.get("version", "?")), "entries": len(entries), "truncated": truncated,
-            "groups": {k: groups[k] for k in sorted(groups)}}
+            "groups": {k: groups[k] for k in sorted(groups)}, "members": members}
+
+
+def _rank_list(value: Any) -> list[int] | None:
+    """A ``pg_config`` ``ranks`` value (``"[0, 1]"`` as PyTorch writes it, or a list) as counts."""
+    if isinstance(value, (bytes, str)):
+        text = _text(value)
+        if len(text) > 16 * MAX_MEMBERS:
+            return None
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_MEMBERS:
+        return None
+    ranks = [read_count(r) for r in value]
+    return sorted(set(ranks)) if all(r is not None for r in ranks) else None
+
+
+def _members(doc: dict) -> dict[str, list[int]]:
+    """Process group name (as ``_pg_name`` spells it) -> its member ranks, from ``pg_config``."""
+    config = doc.get("pg_config")
+    out: dict[str, list[int]] = {}
+    for key, cfg in (config.items() if isinstance(config, dict) else []):
+        if not isinstance(cfg, dict):
+            continue
+        ranks = _rank_list(cfg.get("ranks"))
+        if ranks is None:
+            continue
+        name = _text(cfg.get("name", key))
+        desc = _text(cfg.get("desc", "")) if cfg.get("desc") is not None else ""
+        out[f"{name}:{desc}" if desc and desc != name else name] = ranks
+    return out
+
+
+def _node_of(rel: str) -> str | None:
+    parent = PurePosixPath(rel).parent.name
+    return parent if parent and parent != "dumps" else None
+
+
+def group_analysis(ranks: list[dict]) -> list[dict]:
+    """Per process group: members, the stuck collective, and which members are in it, lag in it,
+    never enqueued it, or left no readable dump (see the module docstring)."""
+    readable = [r for r in ranks if "error" not in r and r["rank"] is not None]
+    dumped = {r["rank"] for r in readable}
+    declared: dict[str, set[int]] = {}
+    conflicts: dict[str, bool] = {}
+    for row in readable:
+        for pg, members in (row.get("members") or {}).items():
+            if pg in declared and declared[pg] != set(members):
+                conflicts[pg] = True
+            declared.setdefault(pg, set(members))
+    names = sorted(set(declared) | {pg for row in readable for pg in (row.get("groups") or {})})
+    out = []
+    for pg in names:
+        info = {row["rank"]: (row.get("groups") or {}).get(pg) for row in readable}
+        pendings = [(g["first_pending"]["seq"], g["first_pending"]["collective"]) for g in info.values()
+                    if g and g.get("first_pending")]
+        if not pendings:
+            continue
+        seq, collective = min(pendings)
+        members = declared.get(pg) or {r for r, g in info.items() if g}
+        state_of: dict[int, int] = {}
+        absent = []
+        for rank in sorted(members & dumped):
+            g = info.get(rank)
+            if g and g.get("last_completed_seq") is not None and g["last_completed_seq"] >= seq:
+                state_of[rank] = STATE_RANK["completed"]
+            elif g and str(seq) in (g.get("pending") or {}):
+                state_of[rank] = STATE_RANK.get(g["pending"][str(seq)], 0)
+            elif g and g.get("last_enqueued_seq") is not None and g["last_enqueued_seq"] >= seq:
+                state_of[rank] = 0      # enqueued (pg_status) but its entry left the ring buffer
+            else:
+                absent.append(rank)
+        top = max(state_of.values(), default=0)
+        lagging = sorted(r for r, s in state_of.items() if s < top)
+        nodes = {r["rank"]: r.get("node") for r in readable if r.get("node")}
+        suspected = sorted(set(absent) | set(lagging))
+        out.append({"process_group": pg, "members": sorted(members), "members_from": "pg_config" if pg in declared else "entries",
+                    "members_conflict": bool(conflicts.get(pg)), "collective": collective, "seq": seq,
+                    "in_collective": sorted(state_of), "lagging": lagging, "absent": sorted(absent),
+                    "no_dump": sorted(members - dumped), "suspected": suspected,
+                    "suspected_nodes": {str(r): nodes[r] for r in suspected if r in nodes}})
+    return out
 
 
 def rank_of(file_name: str, prefix_name: str) -> int | None:
@@ -119,6 +240,8 @@ def summarize(files: list[tuple[str, int | None, bytes]]) -> dict:
         truncated_bytes = len(data) > MAX_DUMP_BYTES
         doc, error = load_dump(data[:MAX_DUMP_BYTES]) if not truncated_bytes else (None, f"larger than {MAX_DUMP_BYTES} bytes; not read")
         row: dict[str, Any] = {"rank": rank, "file": rel, "bytes": len(data)}
+        if _node_of(rel):
+            row["node"] = _node_of(rel)
         if error:
             row["error"] = error
         else:
@@ -140,7 +263,10 @@ def summarize(files: list[tuple[str, int | None, bytes]]) -> dict:
             if top is not None and g["last_enqueued_seq"] is not None and g["last_enqueued_seq"] < top and row["rank"] is not None:
                 behind.append({"process_group": pg, "rank": row["rank"], "last_enqueued_seq": g["last_enqueued_seq"],
                                "group_highest_seq": top})
+    groups = group_analysis(ranks)
     return {
+        "groups": groups,
+        "suspected": sorted({r for g in groups for r in g["suspected"]}),
         "ranks": ranks,
         "readable_ranks": sum(1 for r in ranks if "error" not in r),
         "stuck": [{"process_group": pg, "collective": name, "seq": seq, "ranks": sorted(rs)}

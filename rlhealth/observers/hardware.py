@@ -50,12 +50,60 @@ def observe(obs: Observation) -> None:
     if fr:
         stuck = [s for s in as_list(fr.get("stuck")) if isinstance(s, dict)]
         behind = [b for b in as_list(fr.get("behind")) if isinstance(b, dict)]
+        groups = [g for g in as_list(fr.get("groups")) if isinstance(g, dict)]
         top = max(stuck, key=lambda s: len(as_list(s.get("ranks"))), default=None)
+        fields = _suspects(groups, behind, "groups" in fr)
         text = (f"{len(as_list(top.get('ranks')))} rank(s) wait in {top.get('collective')} seq {top.get('seq')} "
                 f"(process group {top.get('process_group')}); {len(behind)} rank(s) behind") if top else "no pending collective"
+        if fields["suspected_ranks"]:
+            text += f"; suspected rank(s): {fields['suspected_ranks']}"
         obs.add(FlightRecorderMeasured(
             fact_id="flight_recorder", evidence=(summary(f"{capture_rel(read)}/flight_recorder/summary.json", text),),
             readable_ranks=_int(fr.get("readable_ranks")),
             stuck_ranks=len({as_key(r) for s in stuck for r in as_list(s.get("ranks"))}),
             behind_ranks=len({as_key(b.get("rank")) for b in behind}),
-            collective=str(top.get("collective")) if top else None, seq=_int(top.get("seq")) if top else None))
+            collective=str(top.get("collective")) if top else None, seq=_int(top.get("seq")) if top else None,
+            **fields))
+
+
+def _ranks(value) -> list[int]:
+    return sorted({r for r in as_list(value) if isinstance(r, int) and not isinstance(r, bool) and r >= 0})
+
+
+def _suspects(groups: list[dict], behind: list[dict], has_groups: bool) -> dict:
+    """The ranks the summary singles out (absent from or lagging in the stuck collective of their
+    group) and their nodes; a summary written before per-group analysis names its ``behind`` ranks."""
+    if not has_groups:
+        absent = _ranks([b.get("rank") for b in behind])
+        return dict(suspected=len(absent), absent_ranks=len(absent),
+                    suspected_ranks=_capped([f"{r} (never reached the collective)" for r in absent]))
+    said: dict[int, str] = {}
+    nodes: dict[int, str] = {}
+    absent: set[int] = set()
+    lagging: set[int] = set()
+    no_dump: set[int] = set()
+    main = max(groups, key=lambda g: (len(as_list(g.get("suspected"))), len(as_list(g.get("members")))), default=None)
+    for g in groups:
+        what = f"{g.get('collective')} seq {g.get('seq')} of process group {g.get('process_group')}"
+        for r in _ranks(g.get("lagging")):
+            lagging.add(r)
+            said.setdefault(r, f"enqueued {what}, never started it")
+        for r in _ranks(g.get("absent")):
+            absent.add(r)
+            said.setdefault(r, f"never enqueued {what}")
+        no_dump.update(_ranks(g.get("no_dump")))
+        for key, node in as_dict(g.get("suspected_nodes")).items():
+            if str(key).isdigit() and isinstance(node, str) and node:
+                nodes.setdefault(int(key), node)
+    suspected = sorted(absent | lagging)
+    return dict(process_group=str(main.get("process_group")) if main else None,
+                members=len(_ranks(main.get("members"))) if main else None,
+                suspected=len(suspected), absent_ranks=len(absent), lagging_ranks=len(lagging), no_dump_ranks=len(no_dump),
+                suspected_ranks=_capped([f"{r} ({said[r]})" for r in suspected]),
+                suspected_nodes=_capped([f"{nodes[r]} (rank {r})" for r in suspected if r in nodes]))
+
+
+def _capped(items: list[str], keep: int = 8) -> str | None:
+    if not items:
+        return None
+    return "; ".join(items[:keep]) + (f"; and {len(items) - keep} more" if len(items) > keep else "")

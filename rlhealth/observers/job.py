@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 
 from rlhealth.facts import Evidence, JobMeasured
 from rlhealth.mode import classify_mode
@@ -11,7 +12,9 @@ from rlhealth.observers import gpu_type
 from rlhealth.observers.base import Observation, as_count, as_dict, as_list, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
+from rlhealth.packaged import packaged_yaml
 from rlhealth.probes.parse import COUNT
+from rlhealth.probes.parse.launch import parse_config, script_args
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.vllm import eager_from_config
 from rlhealth.probes.textio import quote
@@ -99,6 +102,9 @@ def _mode(read: BundleRead, source: str, mode_override: str | None) -> tuple[str
     mode, why = classify_mode(resolved if isinstance(resolved, dict) else None, launch_text(read) or None)
     if mode != "unknown":
         return mode, f"{why} ({source})"
+    carried = _mode_from_launch_material(read)
+    if carried is not None:
+        return carried
     if read.generator_init is not None:
         return "agentic", f"launch log {read.generator_init.source}:{read.generator_init.line}"
     if read.metric_records and min(r.step for r in read.metric_records) <= 1 and read.source_rev is not None:
@@ -106,6 +112,30 @@ def _mode(read: BundleRead, source: str, mode_override: str | None) -> tuple[str
                             f"({read.source_rev.text[-40:].strip()}) and stepped without initializing an "
                             "agent-harness generator")
     return None, "undetermined"
+
+
+def _mode_from_launch_material(read: BundleRead) -> tuple[str, str] | None:
+    """Mode from the launch material the bundle carries when its manifest has no entrypoint (a
+    Jupiter bundle): a resolved configuration file, else a Slurm batch script that launches the
+    trainer (a token names one of rules/mode.yaml ``launch_script_markers``); agentic wins."""
+    markers = tuple(str(m).lower() for m in (packaged_yaml("mode.yaml").get("launch_script_markers") or []))
+    found: list[tuple[str, str, str]] = []
+    for rel, text in read.launch_material:
+        if rel.endswith((".json", ".yaml", ".yml")):
+            config, error = parse_config(text, rel)
+            if error is None:
+                mode, why = classify_mode(config, None)
+                found.append((mode, why.replace("resolved configuration", f"resolved configuration {rel}")))
+            continue
+        tokens = [tok for _, tok in script_args(text)]
+        if not any(m in tok.lower() for tok in tokens for m in markers):
+            continue
+        mode, why = classify_mode(None, shlex.join(tokens))
+        found.append((mode, why.replace("launch command", f"Slurm launch script {rel}")))
+    found = [f for f in found if f[0] != "unknown"]
+    if not found:
+        return None
+    return next((f for f in found if f[0] == "agentic"), found[0])
 
 
 def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, given=None) -> None:

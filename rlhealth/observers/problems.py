@@ -10,5 +10,5 @@ def observe(obs: Observation) -> None:
     for i, problem in enumerate(obs.read.problems):
         reason, _, fix = problem.reason.partition("; next action: ")
         obs.add(ProblemMeasured(fact_id=f"problem:{i}", source=problem.source, reason=reason, fix=fix.strip() or None,
-                                gate=problem.gate,
+                                gate=problem.gate, artifact=problem.artifact,
                                 evidence=(Evidence(source=problem.source, text=quote(problem.reason), summary=True),)))

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
+import _fr  # noqa: E402
 from _lines import (COHERENT, T0, at, dict_block, glog, healthy_metrics, iso, loguru, phase, result_json, salad,  # noqa: E402
                     step_progress, trajectory, vllm_stats, wandb)
 
@@ -185,6 +186,61 @@ def baseline_healthy_jupiter(b_root):
                 signatures=["slurm_time_limit"],
                 evidence=[dict(gate="liveness", contains="Training Step Progress: 10 / 200")],
                 description="Jupiter chain: leg 48211 hit its wall-clock limit (DUE TO TIME LIMIT), leg 48212 resumed and is healthy: not a burn.")
+
+
+JUPITER_JOB = {"cluster": {"name": "jsc-jupiter", "kubeconfig": ".", "context": None}, "job_id": "48213",
+               "state": "running", "submitted_at_ms": 1785600000000, "entrypoint": "", "dataset": "\u2014",
+               "finished_at_ms": None, "task_state": None, "experiment_dir": "/e/scratch/rl/exp8",
+               "launcher_job_name": "grpo-qwen3-8b-gsm8k"}
+JUPITER_ARTIFACTS = {"finelog": "current tail (62 lines)", "pod_logs": "not applicable (Jupiter)", "ray_logs": "not requested",
+                     "traces": "not requested", "trace_started": None, "trace_completed": None, "errors": [],
+                     "slurm_logs": "not requested", "trace_selected": 0}
+JUPITER_SBATCH = """#!/bin/bash
+#SBATCH --job-name=grpo-qwen3-8b-gsm8k
+#SBATCH --nodes=2
+#SBATCH --gres=gpu:4
+#SBATCH --time=06:00:00
+source /e/project/rl/envs/skyrl/bin/activate
+export RAY_DEDUP_LOGS=0
+srun --overlap python -m skyrl_train.entrypoints.main_base \\
+  trainer.policy.model.path=Qwen/Qwen3-8B \\
+  data.train_data="['/e/data1/gsm8k/train.parquet']" \\
+  generator.num_inference_engines=4 generator.enforce_eager=false \\
+  trainer.epochs=1 trainer.eval_interval=20
+"""
+
+
+def jupiter_tail_bundle(b_root):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48213", jupiter=True, synced=at(240), entrypoint="",
+               extra_manifest={"job": JUPITER_JOB, "artifacts": JUPITER_ARTIFACTS, "trials_uri": None})
+    b.lines("finelog.log", training_log(6, start_min=180, fmt="wandb", stats_era="v1-early", engines=1)[2:])
+    return b
+
+
+@incident
+def jupiter_mode_from_launch_script(b_root):
+    b = jupiter_tail_bundle(b_root)
+    b.write("slurm_logs/grpo-qwen3-8b-gsm8k.sbatch", JUPITER_SBATCH)
+    return dict(now=iso(at(245)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False),
+                mode_source_contains="no agent-harness or sandbox section in the Slurm launch script slurm_logs/grpo-qwen3-8b-gsm8k.sbatch",
+                evidence=[],
+                description="A healthy standard Jupiter run exactly as the watcher's status sweep writes it (empty "
+                            "entrypoint, finelog = current tail without the launch lines): mode comes from the Slurm "
+                            "launch script the bundle carries, not ERROR 'mode undetermined'.")
+
+
+@incident
+def jupiter_mode_undetermined_without_launch(b_root):
+    jupiter_tail_bundle(b_root)
+    return dict(now=iso(at(245)), verdict="ERROR", mode="unknown", terminal=False,
+                gates=dict(liveness="PASS", rollouts="ERROR"),
+                restarts=dict(burned=0, same_failure=False),
+                finding_contains=dict(rollouts="mode undetermined"),
+                evidence=[],
+                description="The counterpart: the same tail with no launch script or resolved configuration in the bundle: "
+                            "the mode stays undetermined (ERROR with the fix), never guessed.")
 
 
 @incident
@@ -1596,24 +1652,66 @@ def baseline_healthy_live_gpu_health(b_root):
                 description="A healthy live probe: GPUs busy, ECC clean, one Xid 13 (an application fault, not hardware).")
 
 
+def fr_capture(b: Bundle, stamp_time, dumps: dict[int, bytes], nodes: dict[int, str]) -> None:
+    """A live capture holding the flight-recorder dumps as the probes store them
+    (``flight_recorder/dumps/<node>/nccl_trace_rank_<r>``) and the summary the capture writes from them."""
+    from rlhealth.probes import live
+
+    files = {"flight_recorder/prefix.txt": "/tmp/nccl_trace_rank_\n"}
+    files.update({f"flight_recorder/dumps/{nodes[r]}/nccl_trace_rank_{r}": data for r, data in dumps.items()})
+    b.capture(stamp_time, job_id=json.loads((b.root / "manifest.json").read_text())["job_id"],
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []},
+              files=files)
+    live.write_flight_recorder_summary(b.root / "rlhealth" / "captures" / stamp_time.strftime("%Y%m%dT%H%M%SZ"))
+
+
 @incident
 def flight_recorder_desync(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
     b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
-    summary = {"prefix": "/tmp/nccl_trace_rank_", "readable_ranks": 4,
-               "ranks": [{"rank": r, "file": f"flight_recorder/dumps/nccl_trace_rank_{r}", "bytes": 20480} for r in range(4)],
-               "stuck": [{"process_group": "0", "collective": "nccl:all_reduce", "seq": 4711, "ranks": [0, 1, 2]}],
-               "behind": [{"process_group": "0", "rank": 3, "last_enqueued_seq": 4710, "group_highest_seq": 4711}]}
-    b.capture(at(200), job_id="/alice/rl-qwen8b-gsm8k",
-              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
-                     "attempts": []},
-              files={"flight_recorder/summary.json": json.dumps(summary, indent=2, sort_keys=True)})
+    fr_capture(b, at(200), _fr.job(4, done=4710, absent={3}), {r: "iris-alice-rl-qwen8b-gsm8k-0-5f2c1d-0" for r in range(4)})
     return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
                 confidence="high", restarts=dict(burned=0, same_failure=False),
                 fired=["liveness.wedge_live_flight_recorder", "job.live_evidence_flight_recorder"], evidence=[],
-                finding_contains=dict(liveness="never reached it"),
-                description="A frozen trainer whose flight-recorder dump shows ranks 0-2 in all_reduce seq 4711 and rank 3 behind.")
+                finding_contains=dict(liveness="suspected rank(s): 3 (never enqueued nccl:all_reduce seq 4711"),
+                flight_recorder_suspected=[3],
+                description="A frozen trainer whose flight-recorder dumps show ranks 0-2 in all_reduce seq 4711 and rank 3, "
+                            "a member of the group, never enqueued it.")
 
+
+FR_NODES = {r: ("gpu-node-a" if r < 8 else "gpu-node-b") for r in range(16)}
+
+
+@incident
+def flight_recorder_gpu_and_host_stall(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    fr_capture(b, at(200), _fr.job(16, done=40, lagging={5}, absent={11}), FR_NODES)
+    return dict(now=iso(at(205)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                confidence="high", restarts=dict(burned=0, same_failure=False),
+                fired=["liveness.wedge_live_flight_recorder", "job.live_evidence_flight_recorder"], evidence=[],
+                finding_contains=dict(liveness="suspected rank(s): 5 (enqueued nccl:all_reduce seq 41 of process group "
+                                               "0:default_pg, never started it); 11 (never enqueued nccl:all_reduce seq 41"),
+                next_action_contains="inspect the suspected rank(s) first on gpu-node-a (rank 5); gpu-node-b (rank 11)",
+                flight_recorder_suspected=[5, 11],
+                description="16 ranks on two nodes stuck in all_reduce seq 41: rank 5 enqueued it but its GPU work never "
+                            "started (a GPU fault), rank 11 never enqueued it (a host-side stall holding the GIL); "
+                            "exactly those two ranks and their nodes are named.")
+
+
+@incident
+def flight_recorder_no_suspect(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(150))
+    b.lines("finelog.log", frozen_training(8, engines_after=False, engines=1))
+    fr_capture(b, at(200), _fr.job(16, done=40), FR_NODES)
+    return dict(now=iso(at(205)), verdict="ERROR", mode="standard", terminal=False, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["job.live_evidence_flight_recorder", "liveness.trainer_frozen"], evidence=[],
+                not_fired=["liveness.wedge_live_flight_recorder"],
+                flight_recorder_suspected=[],
+                description="16 ranks all started all_reduce seq 41 and wait in it: no member is absent or lagging, so the "
+                            "dumps name no rank and prove no desync.")
 
 
 # ----------------------------------------------------------------------------------------------- engines present (issue 14 item 6)
@@ -1748,16 +1846,70 @@ def engines_bring_up_young(b_root):
                             "a young run is not missing engines.")
 
 
+WORKER_POD = "iris-alice-rl-qwen8b-tb-1-9f8e7d-0"
+BUNDLE_DIR = "/Users/alice/Documents/iris-job-bundles/jobs/cw-us-east-02a"
+
+
+def ray_sync_error(pod: str, job: str = "alice/rl-qwen8b-tb") -> str:
+    """The watcher's artifacts.errors entry for a failed Ray/vLLM transfer (watch_coreweave_rl.py
+    sync_pod_and_ray_logs around coreweave_ops.save_ray_logs)."""
+    return (f"{pod} Ray/vLLM: Could not archive Ray/vLLM logs (exit=1; diagnostics saved to "
+            f"{BUNDLE_DIR}/{job}/ray_vllm_logs/{pod}/ray-vllm-sync-error.txt)")
+
+
+PROXY_502 = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>502 Bad Gateway</title>"
+             "<style>body{font-family:sans-serif}</style></head>\n<body><h1>Bad Gateway</h1><p>The proxy could not reach "
+             "the upstream exec endpoint.</p><script>window.location.reload()</script></body></html>\n")
+
+
+@incident
+def engine_logs_sync_failed(b_root):
+    pod_name = "iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0"
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines", "pod_logs": "1 pod(s), 1 Running", "ray_logs": "0 files",
+                                             "errors": [ray_sync_error(pod_name, "alice/rl-qwen8b-gsm8k")]}})
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    b.write(f"ray_vllm_logs/{pod_name}/ray-vllm-sync-error.txt", PROXY_502)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="standard", terminal=False,
+                gates=dict(liveness="ERROR", resources="ERROR", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_logs_sync_failed", "verdict.error"],
+                not_fired=["resources.no_engine_stats"],
+                finding_contains=dict(resources='engine logs not captured: the Ray/vLLM log transfer of pod '
+                                                f'{pod_name} failed: HTML error page (HTTP 502: "502 Bad Gateway")'),
+                next_action_contains="re-run the watcher's full sync for this job while its pods are Running",
+                report_not_contains=["<html", "<title>", "<!DOCTYPE", "window.location"],
+                evidence=[],
+                description="A standard run stepping, no vLLM stats line in the finelog, and the watcher's Ray/vLLM log "
+                            "transfer failed on a proxy's 502 page: RESOURCES ERROR 'engine logs not captured' with the "
+                            "fix, not PASS 'no vLLM stats lines'; the HTML body is summarised, never printed.")
+
+
+@incident
+def engine_logs_synced_no_stats(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125),
+               extra_manifest={"artifacts": {"finelog": "12,345 lines", "pod_logs": "1 pod(s), 1 Running",
+                                             "ray_logs": "14 files", "errors": []}})
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    b.lines("ray_vllm_logs/iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0/raylet.out", [
+        "[2026-08-01 12:00:01,000 I 412 412] (raylet) main.cc:212: Setting cluster ID to: 9c1f"])
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.no_engine_stats"],
+                not_fired=["resources.engine_logs_sync_failed"],
+                finding_contains=dict(resources="no vLLM stats lines in the evidence"),
+                evidence=[],
+                description="The healthy counterpart: the same standard run with its Ray/vLLM logs synced and no stats line "
+                            "in them: the missing-stats PASS stands.")
+
+
 @incident
 def engines_missing_ray_logs_unsynced(b_root):
     """Two of four engines print stats in the driver pod's log; the worker pod's Ray/vLLM logs, where
     the other two log, failed to sync: their absence is missing evidence, not a missing engine."""
     driver = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0"
     b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125),
-               extra_manifest={"artifacts": {"finelog": "12,345 lines",
-                                             "errors": [{"artifact": "ray_vllm_logs",
-                                                         "error": "iris-alice-rl-qwen8b-tb-1-9f8e7d-0: tar stream failed: "
-                                                                  "context deadline exceeded"}]}})
+               extra_manifest={"artifacts": {"finelog": "12,345 lines", "errors": [ray_sync_error(WORKER_POD)]}})
+    b.write(f"ray_vllm_logs/{WORKER_POD}/ray-vllm-sync-error.txt", "tar stream failed: context deadline exceeded\n")
     b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
     b.lines(f"pod_logs/{driver}.log", [vllm_stats(at((s - 1) * 10 + 3), "v1", 2290.0, 46, 0, pid=pid).replace(", ip=10.1.2.3", "")
                                        for s in range(1, 13) for pid in (3101, 3102)])

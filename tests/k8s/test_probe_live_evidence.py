@@ -56,6 +56,7 @@ def test_launch_health_and_flight_recorder_capture(serve, run_probe, no_iris_cli
                                  "ranks": [0, 1, 2]}]
     assert summary["behind"] == [{"process_group": "0:default_pg", "rank": 3, "last_enqueued_seq": 6,
                                   "group_highest_seq": 8}]
+    assert summary["suspected"] == [3] and summary["groups"][0]["absent"] == [3]
     env = (cap / "raw" / "exec" / pod_name(0) / "nccl_env_4001.txt").read_text()
     assert env == "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/tmp/fr/nccl_trace_rank_\nTORCH_NCCL_TRACE_BUFFER_SIZE=20000\n"
     assert "wJalrXUtnFEMI" not in "".join(p.read_text(errors="replace") for p in cap.rglob("*") if p.is_file())

@@ -111,9 +111,11 @@ def test_running_leg_polls_roles_job_info_health_and_flight_recorder(gpu_node, h
     assert summary["prefix"] == f"{exp.dir}/fr/nccl_trace_rank_"
     assert summary["stuck"] == [{"process_group": "0:default_pg", "collective": "nccl:all_reduce", "seq": 11, "ranks": [0, 1]}]
     assert summary["behind"] == [{"process_group": "0:default_pg", "rank": 2, "last_enqueued_seq": 9, "group_highest_seq": 11}]
-    assert sorted(p.name for p in (cap / "flight_recorder" / "dumps").iterdir()) == [
-        "nccl_trace_rank_0", "nccl_trace_rank_1", "nccl_trace_rank_2"]
-    assert (exp.dir / "fr" / "nccl_trace_rank_0").read_bytes() == (cap / "flight_recorder" / "dumps" / "nccl_trace_rank_0").read_bytes()
+    assert summary["suspected"] == [2] and summary["groups"][0]["absent"] == [2]
+    dumps = cap / "flight_recorder" / "dumps"      # one folder per node
+    assert sorted(p.relative_to(dumps).as_posix() for p in dumps.rglob("nccl_trace_rank_*")) == [
+        "vm/nccl_trace_rank_0", "vm/nccl_trace_rank_1", "vm/nccl_trace_rank_2"]
+    assert (exp.dir / "fr" / "nccl_trace_rank_0").read_bytes() == (dumps / "vm" / "nccl_trace_rank_0").read_bytes()
 
     # everything normalized is derivable from the raw files again
     originals = {n: (cap / n).read_text() for n in ("gpu_polls.jsonl", "job.json", "gpu_health.json", "flight_recorder/summary.json")}

@@ -79,7 +79,7 @@ SCAN_FIELDS = {
 NOT_SCANNED = {
     "root", "layout", "manifest", "capture_dir", "capture", "captured_at", "synced_at", "state", "job_info",
     "gpu_health", "flight_recorder", "gpu_polls", "pods", "stacks", "leg_ids", "trials", "trace_dir_exists",
-    "current_leg_missing"}
+    "current_leg_missing", "launch_material"}
 
 
 def test_every_bundle_read_field_is_merged_or_not_scanned():
