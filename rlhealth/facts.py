@@ -372,6 +372,8 @@ class TrialsMeasured(Fact):
     incoherent_special_tokens: int = 0
     incoherent_wrong_language: int = 0
     """Per signal: sampled outputs that signal flags (one output can be flagged by several)."""
+    incoherent_signals: str | None = None
+    """The per-signal counts as text (``dictionary 15, repetition 12``; ``no signal``)."""
     sampled_before_sync: int = 0
     """Sampled outputs of trials started before the first weight broadcast in the engine logs."""
     incoherent_before_sync: int = 0

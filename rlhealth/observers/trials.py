@@ -102,15 +102,15 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
     shown = bad_example or good_example
     if shown:
         evidence.append(Evidence(source=f"trace_jobs/{shown[0]}", text=quote(shown[1])))
+    if first_sync is not None:
+        evidence.extend(ev(first_sync))
+    per_signal = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "no signal"
     if samples:
-        per_signal = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "no signal"
         split = (f"; {before_bad}/{before} before the first weight sync, {after_bad}/{after} after"
                  if sync_ts is not None else "")
         evidence.append(summary("trace_jobs/", f"coherence: {incoherent}/{len(samples)} sampled agent outputs flagged "
                                                f"({per_signal}){split}"))
-    if first_sync is not None:
-        evidence.extend(ev(first_sync))
-    return dict(incoherent=incoherent, incoherent_fraction=_share(incoherent, len(samples)),
+    return dict(incoherent=incoherent, incoherent_fraction=_share(incoherent, len(samples)), incoherent_signals=per_signal,
                 **{f"incoherent_{k}": v for k, v in counts.items()},
                 sampled_before_sync=before, incoherent_before_sync=before_bad,
                 incoherent_before_sync_fraction=_share(before_bad, before),
