@@ -166,20 +166,20 @@ def flags(m: Measures, p: dict) -> dict[str, str]:
         return out
     if m.letters >= p["coherence_script_switch_min_letters"] \
             and m.script_switch_fraction > p["coherence_script_switch_max_fraction"]:
-        out["script_switch"] = f"{m.script_switch_fraction:.2f} writing-system switches per letter"
+        out["script_switch"] = f"token salad ({m.script_switch_fraction:.2f} writing-system switches per letter)"
     if m.latin_words >= p["coherence_dictionary_min_words"] and m.dictionary_fraction is not None \
             and m.dictionary_fraction < p["coherence_dictionary_min_fraction"]:
-        out["dictionary"] = f"{round(m.dictionary_fraction * 100)}% of {m.latin_words} words in the dictionary"
+        out["dictionary"] = f"token salad ({round(m.dictionary_fraction * 100)}% of {m.latin_words} words in the dictionary)"
     if m.chars >= p["coherence_compress_min_chars"] and m.compress_ratio is not None \
             and m.compress_ratio < p["coherence_compress_min_ratio"]:
-        out["compressibility"] = f"compresses to {round(m.compress_ratio * 100)}% of its size"
+        out["compressibility"] = f"degenerate loop (compresses to {round(m.compress_ratio * 100)}% of its size)"
     if m.tokens >= p["coherence_repetition_min_tokens"] and m.repeat_fraction is not None \
             and m.repeat_fraction > p["coherence_repetition_max_fraction"]:
         out["repetition"] = f"repetition loop ({round(m.repeat_fraction * 100)}% of trigrams repeated, most often {m.repeat_trigram!r})"
     if m.special_tokens >= p["coherence_special_tokens_min_count"]:
-        out["special_tokens"] = f"{m.special_tokens} chat-template control tokens mid-text ({m.special_token})"
+        out["special_tokens"] = f"leaked chat template ({m.special_tokens} control tokens mid-text, first {m.special_token})"
     expected = config().get("expected_language")
     if m.language and expected and m.language != expected \
             and (m.language_confidence or 0.0) >= p["coherence_language_min_confidence"]:
-        out["wrong_language"] = f"language {m.language.title()} (confidence {m.language_confidence:.2f}), expected {expected.title()}"
+        out["wrong_language"] = f"wrong language ({m.language.title()} confidence {m.language_confidence:.2f}, expected {expected.title()})"
     return out

@@ -26,12 +26,15 @@ def observe(obs: Observation) -> None:
                                 f"exception_type: {top_exc} ({top_n}/{finished} finished trials)"))
     judged = judge_coherence(s.coherence_samples, obs.param, read.weight_update_first)
     evidence.extend(judged.pop("evidence"))
+    coherence_summary = judged.pop("summary")
     mean_reward = finite_mean(s.rewards)
     rewards_line = (f"{nonzero}/{len(s.rewards)} trials with reward > 0; mean reward "
                     + (f"{mean_reward:.3f}" if mean_reward is not None else "not computable (it overflows)")
                     if s.rewards else "no rewards read")
     prior = f" ({s.prior_generation} from earlier attempts excluded)" if s.prior_generation else ""
     evidence.append(summary("trace_jobs/", f"{s.started} trial dirs, {s.completed} with result.json; {rewards_line}{prior}"))
+    if coherence_summary is not None:
+        evidence.append(coherence_summary)
     for problem in s.problems[:1]:
         evidence.append(summary(problem.split(":")[0], problem))
     remedy = infra.get(top_exc) or {}
@@ -72,8 +75,8 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
 
     Each output is measured (``coherence.measure``) and flagged per signal by its named limit
     (``coherence.flags``); the share of flagged outputs is what the rules judge. Returns the
-    TrialsMeasured fields plus ``evidence`` (first flagged output, or first coherent one; the
-    per-signal counts; the first weight broadcast line)."""
+    TrialsMeasured fields plus ``evidence`` (the first flagged output, or the first coherent one;
+    the first weight broadcast line) and ``summary`` (the per-signal counts, None without samples)."""
     counts = dict.fromkeys(coherence.SIGNALS, 0)
     incoherent = before = before_bad = after = after_bad = 0
     bad_example = good_example = None
@@ -105,17 +108,19 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
     if first_sync is not None:
         evidence.extend(ev(first_sync))
     per_signal = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "no signal"
+    coherence_summary = None
     if samples:
         split = (f"; {before_bad}/{before} before the first weight sync, {after_bad}/{after} after"
                  if sync_ts is not None else "")
-        evidence.append(summary("trace_jobs/", f"coherence: {incoherent}/{len(samples)} sampled agent outputs flagged "
-                                               f"({per_signal}){split}"))
+        coherence_summary = summary("trace_jobs/", f"coherence: {incoherent}/{len(samples)} sampled agent outputs flagged "
+                                                   f"({per_signal}){split}")
     return dict(incoherent=incoherent, incoherent_fraction=_share(incoherent, len(samples)), incoherent_signals=per_signal,
                 **{f"incoherent_{k}": v for k, v in counts.items()},
                 sampled_before_sync=before, incoherent_before_sync=before_bad,
                 incoherent_before_sync_fraction=_share(before_bad, before),
                 sampled_after_sync=after, incoherent_after_sync=after_bad,
-                incoherent_after_sync_fraction=_share(after_bad, after), evidence=evidence)
+                incoherent_after_sync_fraction=_share(after_bad, after), evidence=evidence,
+                summary=coherence_summary)
 
 
 def normalized_stop_reason(value: str) -> str:
