@@ -176,10 +176,10 @@ def flags(m: Measures, p: dict) -> dict[str, str]:
     if m.tokens >= p["coherence_repetition_min_tokens"] and m.repeat_fraction is not None \
             and m.repeat_fraction > p["coherence_repetition_max_fraction"]:
         out["repetition"] = f"repetition loop ({round(m.repeat_fraction * 100)}% of trigrams repeated, most often {m.repeat_trigram!r})"
-    if m.special_tokens >= p["coherence_special_tokens_min_count"]:
+    if m.special_tokens >= p["coherence_special_tokens_min_tokens"]:
         out["special_tokens"] = f"leaked chat template ({m.special_tokens} control tokens mid-text, first {m.special_token})"
     expected = config().get("expected_language")
     if m.language and expected and m.language != expected \
-            and (m.language_confidence or 0.0) >= p["coherence_language_min_confidence"]:
+            and (m.language_confidence or 0.0) >= p["coherence_language_min_fraction"]:
         out["wrong_language"] = f"wrong language ({m.language.title()} confidence {m.language_confidence:.2f}, expected {expected.title()})"
     return out

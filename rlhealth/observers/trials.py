@@ -83,7 +83,7 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
     sync_ts = first_sync.ts if first_sync is not None else None
     for start, source, text in samples:
         m = coherence.measure(text, sample_chars=int(param["coherence_sample_chars"]),
-                              min_zipf=param["coherence_dictionary_zipf_min"],
+                              min_zipf=param["coherence_dictionary_min_zipf"],
                               min_language_letters=int(param["coherence_language_min_letters"]))
         flagged = coherence.flags(m, param)
         for signal in flagged:

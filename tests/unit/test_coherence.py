@@ -14,7 +14,7 @@ P = load_catalog().thresholds
 
 
 def flags(text: str) -> dict[str, str]:
-    m = coherence.measure(text, sample_chars=int(P["coherence_sample_chars"]), min_zipf=P["coherence_dictionary_zipf_min"],
+    m = coherence.measure(text, sample_chars=int(P["coherence_sample_chars"]), min_zipf=P["coherence_dictionary_min_zipf"],
                           min_language_letters=int(P["coherence_language_min_letters"]))
     return coherence.flags(m, P)
 
@@ -53,7 +53,7 @@ def test_a_trailing_end_token_is_not_a_leak():
 
 def test_word_list_equals_wordfreq_api():
     wordfreq = pytest.importorskip("wordfreq")
-    zipf = P["coherence_dictionary_zipf_min"]
+    zipf = P["coherence_dictionary_min_zipf"]
     expected = {w for w, f in wordfreq.get_frequency_dict("en", wordlist="small").items() if wordfreq.zipf_frequency(w, "en", wordlist="small") >= zipf}
     got = coherence.english_words(zipf)
     assert len(got) > 5000

@@ -24,7 +24,7 @@ def _judged():
     out = []
     for row in rows:
         m = coherence.measure(row["text"], sample_chars=int(p["coherence_sample_chars"]),
-                              min_zipf=p["coherence_dictionary_zipf_min"],
+                              min_zipf=p["coherence_dictionary_min_zipf"],
                               min_language_letters=int(p["coherence_language_min_letters"]))
         out.append((row, coherence.flags(m, p)))
     return out
