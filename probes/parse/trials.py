@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import orjson
 
+from rlhealth.packaged import packaged_yaml
 
 try:
     from rlhealth.probes.parse._fileread import read_file as _native_read, result_fields as _native_fields
