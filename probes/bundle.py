@@ -165,6 +165,11 @@ class BundleRead:
     exc_breakdown_occ: Occurrence | None = None
     use_tis: bool | None = None
     weight_reload: int = 0
+    weight_updates: int = 0
+    """Engine-log lines of a weight broadcast into the engines (``update_weights``, ``update_named_weights``)."""
+    weight_update_first: Occurrence | None = None
+    weight_reload_finished: int = 0
+    """Lines closing a weight reload (``finish_weight_reload``, vLLM ``finalize_layerwise_reload``)."""
     generator_init: Occurrence | None = None
     source_rev: Occurrence | None = None
     trials: TrialSummary | None = None
@@ -288,7 +293,7 @@ def _settle_occurrences(read: BundleRead) -> None:
     read.attempt_boundaries = [_settled(o) for o in read.attempt_boundaries]
     read.phases_open = {k: _settled(o) for k, o in read.phases_open.items()}
     for name in ("malformed_example", "step_progress_occ", "last_trainer_line", "genbuf_last_change",
-                 "genbuf_last_seen", "exc_breakdown_occ", "generator_init", "source_rev"):
+                 "genbuf_last_seen", "exc_breakdown_occ", "generator_init", "source_rev", "weight_update_first"):
         setattr(read, name, _settled(getattr(read, name)))
     read.eager_lines = [(value, _settled(o)) for value, o in read.eager_lines]
     read.batch_complete = [(parsed, _settled(o)) for parsed, o in read.batch_complete]
@@ -455,6 +460,12 @@ class _Router:
                 read.use_tis = value
         if "x_weight_reload" in keys:
             read.weight_reload += 1
+        if "x_weight_update" in keys:
+            read.weight_updates += 1
+            if read.weight_update_first is None:
+                read.weight_update_first = occ
+        if "x_weight_reload_done" in keys:
+            read.weight_reload_finished += 1
         if "x_generator_init" in keys and read.generator_init is None:
             read.generator_init = occ
         if "x_source_rev" in keys and read.source_rev is None:
@@ -900,6 +911,11 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
     if src.use_tis is not None:
         read.use_tis = src.use_tis
     read.weight_reload += src.weight_reload
+    read.weight_updates += src.weight_updates
+    read.weight_reload_finished += src.weight_reload_finished
+    if src.weight_update_first is not None and (read.weight_update_first is None or (
+            src.weight_update_first.ts or 0) < (read.weight_update_first.ts or 0)):
+        read.weight_update_first = src.weight_update_first
     if read.generator_init is None:
         read.generator_init = src.generator_init
     if read.source_rev is None:

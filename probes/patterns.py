@@ -28,6 +28,8 @@ EXTRACTORS: dict[str, str] = {
     "x_excbreak": r"Exception breakdown: \{",
     "x_use_tis": r"use_tis[\"']?\s*[:=]",
     "x_weight_reload": r"(?:finish_weight_reload|initialize_layerwise_reload)",
+    "x_weight_update": r"\b(?:update_weights(?:_from_(?:ipc|disk|distributed|tensor))?|update_named_weights|broadcast_weights)\b",
+    "x_weight_reload_done": r"(?:finish_weight_reload|finalize_layerwise_reload)",
     "x_generator_init": r"TerminalBenchGenerator initialized",
     "x_source_rev": r"MarinSkyRL now at [0-9a-f]{7,40}",
     "x_resumed": r"Resumed training from global_step [0-9]+",

@@ -410,9 +410,33 @@ class TrialsMeasured(Fact):
     infra_fix: str | None = None
     turns_mean: float | None = None
     coherence_sampled: int = 0
+    """Newest sampled trials whose agent output was read."""
     incoherent: int = 0
+    """Of them, outputs at least one coherence signal flags (rlhealth/observers/coherence.py)."""
     incoherent_fraction: float | None = None
+    incoherent_empty: int = 0
+    incoherent_script_switch: int = 0
+    incoherent_dictionary: int = 0
+    incoherent_compressibility: int = 0
+    incoherent_repetition: int = 0
+    incoherent_special_tokens: int = 0
+    incoherent_wrong_language: int = 0
+    """Per signal: sampled outputs that signal flags (one output can be flagged by several)."""
+    incoherent_signals: str | None = None
+    """The per-signal counts as text (``dictionary 15, repetition 12``; ``no signal``)."""
+    sampled_before_sync: int = 0
+    """Sampled outputs of trials started before the first weight broadcast in the engine logs."""
+    incoherent_before_sync: int = 0
+    incoherent_before_sync_fraction: float | None = None
+    sampled_after_sync: int = 0
+    """Sampled outputs of trials started at or after the first weight broadcast."""
+    incoherent_after_sync: int = 0
+    incoherent_after_sync_fraction: float | None = None
     weight_reload_markers: int = 0
+    weight_updates: int = 0
+    """Engine-log lines of a weight broadcast (``update_weights`` ...)."""
+    weight_reload_finished: int = 0
+    """Engine-log lines closing a weight reload (``finish_weight_reload`` / ``finalize_layerwise_reload``)."""
     unreadable_fraction: float = 0.0
     newest_trial_start_age_s: float | None = None
     """Seconds from the newest start recorded in a trial's result.json to the newest evidence time."""

@@ -67,7 +67,7 @@ def test_tables_have_units_and_sources():
     for row in CATALOG.decode_table + CATALOG.hbm_bandwidth:
         assert row["source"]
     for key in CATALOG.thresholds:
-        assert re.search(r"_(s|pct|mib|fraction|ratio|reqs|steps|trials|turns|attempts|polls|nats|factor|l2|loss|reward)$", key), key
+        assert re.search(r"_(s|pct|mib|fraction|ratio|reqs|steps|trials|turns|attempts|polls|nats|factor|l2|loss|reward|chars|letters|words|tokens|samples|zipf)$", key), key
 
 
 def test_every_signature_is_detected_by_an_incident(corpus_runs):

@@ -4,7 +4,7 @@ A trial directory with ``result.json`` is completed; one with only ``config.json
 files) is started. From each ``result.json``: reward (``verifier_result.rewards.reward``),
 exception type, turns (``agent_result.metadata.n_episodes``), phase timings. A sample of the
 newest completed trials is read further for agent output (ATIF ``agent/trajectory.json``) and
-scored for coherence (token salad, repetition loops, empty output).
+kept (its head) for the coherence measurements the trial observer makes.
 
 Memory does not grow with the trial count except by the numbers the facts need exactly: every
 reward (the reward histogram) and every phase duration (exact medians and p90), 8 bytes each.
@@ -26,7 +26,6 @@ import re
 import stat
 import sys
 import threading
-import unicodedata
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -480,70 +479,10 @@ def _config_time(path: bytes) -> float | None:
         return None
 
 
-# ---------------------------------------------------------------- coherence
-_FUNCTION_WORDS = frozenset("""
-the a an to of and or is are was be in on at for with it this that as by from not no yes i you we
-he she they my your our can will should would do does did have has had if then else so but
-let me first now next check run file test tests code function return import def class print
-self none true false null error fix use using need will all any there here what which when how
-""".split())
-
-
-def _script(ch: str) -> str | None:
-    if not ch.isalpha():
-        return None
-    if ch.isascii():
-        return "latin"
-    try:
-        name = unicodedata.name(ch)
-    except ValueError:
-        return "other"
-    return name.split(" ")[0]
-
-
-@functools.lru_cache(maxsize=1)
-def coherence_limits() -> dict[str, float]:
-    """rules/coherence.yaml: the classifier's limits (data, not code)."""
-    doc = packaged_yaml("coherence.yaml")
-    return {k: float(v) for k, v in doc.items() if k != "version"}
-
-
-def coherence_problem(text: str) -> str | None:
-    """Why ``text`` reads as incoherent agent output, or None if it looks coherent.
-
-    Flags: empty output; token salad (many switches between writing systems inside
-    words, or almost no common function/code words); repetition loops. Limits: rules/coherence.yaml.
-    """
-    limits = coherence_limits()
-    text = (text or "").strip()
-    if not text:
-        return "empty output"
-    sample = text[:int(limits["sample_chars"])]
-    tokens = re.findall(r"\S+", sample.lower())
-    if len(tokens) < limits["min_tokens"]:
-        return None
-    switches, prev, letters = 0, None, 0
-    for ch in sample:
-        s = _script(ch)
-        if s is None:
-            continue
-        letters += 1
-        if prev is not None and s != prev:
-            switches += 1
-        prev = s
-    if letters and switches / letters > limits["script_switch_max_fraction"]:
-        return f"token salad ({switches} writing-system switches in {letters} letters)"
-    words = [re.sub(r"[^\w]", "", t) for t in tokens]
-    common = sum(1 for w in words if w in _FUNCTION_WORDS)
-    if len(tokens) >= limits["common_words_min_tokens"] and common / len(tokens) < limits["common_word_min_fraction"] \
-            and not re.search(r"[{}()=;]", sample):
-        return f"token salad ({common}/{len(tokens)} common words)"
-    trigrams = Counter(zip(tokens, tokens[1:], tokens[2:]))
-    if len(tokens) >= limits["repetition_min_tokens"]:
-        top, count = trigrams.most_common(1)[0]
-        if count * 3 / len(tokens) > limits["repetition_max_fraction"]:
-            return f"repetition loop ({' '.join(top)!r} x{count})"
-    return None
+# ---------------------------------------------------------------- agent output
+COHERENCE_SAMPLE_CHARS = 4000
+"""Characters of each sampled agent output kept for the coherence measurements (the observer
+measures the first ``coherence_sample_chars`` of them, rules/thresholds.yaml)."""
 
 
 def agent_output(trial_dir: Path) -> tuple[str | None, str | None]:
@@ -745,6 +684,10 @@ class TrialTally:
         """The sampled trials, oldest first."""
         return [name for _, name in sorted(self.newest)]
 
+    def newest_sample(self) -> list[tuple[float, str]]:
+        """The sampled trials, oldest first: (recorded start or -inf, name)."""
+        return sorted(self.newest)
+
 
 def _pick(fn, a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else fn(a, b)
@@ -771,9 +714,8 @@ class TrialSummary:
     last_recorded_start: float | None = None
     """Newest ``started_at`` written in a result.json (never a file's mtime: deterministic)."""
     coherence_sampled: int = 0
-    incoherent: int = 0
-    incoherent_example: tuple[str, str] | None = None
-    coherent_example: tuple[str, str] | None = None
+    coherence_samples: list[tuple[float | None, str, str]] = field(default_factory=list)
+    """The newest sampled trials' agent output, oldest first: (recorded start, source, text head)."""
     prior_generation: int = 0
     stop_reasons: Counter = field(default_factory=Counter)
     """(stop-reason field value or None, exception type or None) -> finished trials."""
@@ -808,20 +750,13 @@ def _partials_mean(partials: list[float], count: int) -> float | None:
     return mean if math.isfinite(mean) else None
 
 
-def _score_coherence(summary: TrialSummary, trace_root: Path, names: list[str]) -> None:
-    for name in names:
+def _sample_outputs(summary: TrialSummary, trace_root: Path, sample: list[tuple[float, str]]) -> None:
+    for start, name in sample:
         text, source = agent_output(trace_root / name)
         if text is None:
             continue
         summary.coherence_sampled += 1
-        problem = coherence_problem(text)
-        snippet = " ".join(text.split())[:200]
-        if problem:
-            summary.incoherent += 1
-            if summary.incoherent_example is None:
-                summary.incoherent_example = (source, f"{problem}: {snippet}")
-        elif summary.coherent_example is None:
-            summary.coherent_example = (source, snippet)
+        summary.coherence_samples.append((start if math.isfinite(start) else None, source, text[:COHERENCE_SAMPLE_CHARS]))
 
 
 # ---------------------------------------------------------------- readers
@@ -1154,7 +1089,7 @@ class BackgroundSummary:
         if tally is None:
             tally = self._tally_in_process()
         summary = TrialSummary.from_tally(tally)
-        _score_coherence(summary, self._trace_root, tally.newest_names())
+        _sample_outputs(summary, self._trace_root, tally.newest_sample())
         return summary
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from rlhealth.facts import Evidence, StopReasonsMeasured, TrialsMeasured
-from rlhealth.observers.base import Observation, finite_mean, median, quantile, summary
+from rlhealth.facts import Evidence, Occurrence, StopReasonsMeasured, TrialsMeasured
+from rlhealth.observers import coherence
+from rlhealth.observers.base import Observation, ev, finite_mean, median, quantile, summary
 from rlhealth.probes.textio import quote
 
 
@@ -23,16 +24,17 @@ def observe(obs: Observation) -> None:
     if top_exc and s.exception_example.get(top_exc):
         evidence.append(summary(f"trace_jobs/{s.exception_example[top_exc]}",
                                 f"exception_type: {top_exc} ({top_n}/{finished} finished trials)"))
-    if s.incoherent_example:
-        evidence.append(Evidence(source=f"trace_jobs/{s.incoherent_example[0]}", text=quote(s.incoherent_example[1])))
-    elif s.coherent_example:
-        evidence.append(Evidence(source=f"trace_jobs/{s.coherent_example[0]}", text=quote(s.coherent_example[1])))
+    judged = judge_coherence(s.coherence_samples, obs.param, read.weight_update_first)
+    evidence.extend(judged.pop("evidence"))
+    coherence_summary = judged.pop("summary")
     mean_reward = finite_mean(s.rewards)
     rewards_line = (f"{nonzero}/{len(s.rewards)} trials with reward > 0; mean reward "
                     + (f"{mean_reward:.3f}" if mean_reward is not None else "not computable (it overflows)")
                     if s.rewards else "no rewards read")
     prior = f" ({s.prior_generation} from earlier attempts excluded)" if s.prior_generation else ""
     evidence.append(summary("trace_jobs/", f"{s.started} trial dirs, {s.completed} with result.json; {rewards_line}{prior}"))
+    if coherence_summary is not None:
+        evidence.append(coherence_summary)
     for problem in s.problems[:1]:
         evidence.append(summary(problem.split(":")[0], problem))
     remedy = infra.get(top_exc) or {}
@@ -45,9 +47,9 @@ def observe(obs: Observation) -> None:
         top_exception_fraction=round(top_n / finished, 3) if finished else 0.0,
         top_exception_infra=top_exc in infra, infra_cause=remedy.get("cause"), infra_fix=remedy.get("fix"),
         turns_mean=round(s.turns_mean, 2) if s.turns_mean is not None else None,
-        coherence_sampled=s.coherence_sampled, incoherent=s.incoherent,
-        incoherent_fraction=round(s.incoherent / s.coherence_sampled, 3) if s.coherence_sampled else None,
-        weight_reload_markers=read.weight_reload,
+        coherence_sampled=s.coherence_sampled, **judged,
+        weight_reload_markers=read.weight_reload, weight_updates=read.weight_updates,
+        weight_reload_finished=read.weight_reload_finished,
         unreadable_fraction=round(s.unreadable / s.completed, 3) if s.completed else 0.0,
         newest_trial_start_age_s=round(obs.evidence_time - s.last_recorded_start, 1)
         if s.last_recorded_start is not None else None))
@@ -62,6 +64,63 @@ def observe(obs: Observation) -> None:
                           "median_s": {p: round(v, 1) for p, v in sorted(medians.items())},
                           "share": {p: round(v / total, 3) for p, v in sorted(medians.items())} if total else {},
                           "p90_environment_setup_s": round(quantile(setup, 0.9), 1) if setup else None}
+
+
+def _share(n: int, of: int) -> float | None:
+    return round(n / of, 3) if of else None
+
+
+def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict:
+    """Per-signal counts over the sampled agent outputs, split at the first weight broadcast.
+
+    Each output is measured (``coherence.measure``) and flagged per signal by its named limit
+    (``coherence.flags``); the share of flagged outputs is what the rules judge. Returns the
+    TrialsMeasured fields plus ``evidence`` (the first flagged output, or the first coherent one;
+    the first weight broadcast line) and ``summary`` (the per-signal counts, None without samples)."""
+    counts = dict.fromkeys(coherence.SIGNALS, 0)
+    incoherent = before = before_bad = after = after_bad = 0
+    bad_example = good_example = None
+    sync_ts = first_sync.ts if first_sync is not None else None
+    for start, source, text in samples:
+        m = coherence.measure(text, sample_chars=int(param["coherence_sample_chars"]),
+                              min_zipf=param["coherence_dictionary_min_zipf"],
+                              min_language_letters=int(param["coherence_language_min_letters"]))
+        flagged = coherence.flags(m, param)
+        for signal in flagged:
+            counts[signal] += 1
+        incoherent += bool(flagged)
+        snippet = " ".join(text.split())[:200]
+        if flagged and bad_example is None:
+            bad_example = (source, "; ".join(flagged.values()) + ": " + snippet)
+        elif not flagged and good_example is None:
+            good_example = (source, snippet)
+        if sync_ts is not None and start is not None:
+            if start < sync_ts:
+                before += 1
+                before_bad += bool(flagged)
+            else:
+                after += 1
+                after_bad += bool(flagged)
+    evidence: list[Evidence] = []
+    shown = bad_example or good_example
+    if shown:
+        evidence.append(Evidence(source=f"trace_jobs/{shown[0]}", text=quote(shown[1])))
+    if first_sync is not None:
+        evidence.extend(ev(first_sync))
+    per_signal = ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "no signal"
+    coherence_summary = None
+    if samples:
+        split = (f"; {before_bad}/{before} before the first weight sync, {after_bad}/{after} after"
+                 if sync_ts is not None else "")
+        coherence_summary = summary("trace_jobs/", f"coherence: {incoherent}/{len(samples)} sampled agent outputs flagged "
+                                                   f"({per_signal}){split}")
+    return dict(incoherent=incoherent, incoherent_fraction=_share(incoherent, len(samples)), incoherent_signals=per_signal,
+                **{f"incoherent_{k}": v for k, v in counts.items()},
+                sampled_before_sync=before, incoherent_before_sync=before_bad,
+                incoherent_before_sync_fraction=_share(before_bad, before),
+                sampled_after_sync=after, incoherent_after_sync=after_bad,
+                incoherent_after_sync_fraction=_share(after_bad, after), evidence=evidence,
+                summary=coherence_summary)
 
 
 def normalized_stop_reason(value: str) -> str:

@@ -1360,6 +1360,103 @@ def token_salad_share(b_root):
                 description="After a weight sync on a new geometry 14 of 20 outputs are token salad, though 2 trials still score.")
 
 
+MOE_EP = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-30B-A3B",
+                              "terminal_bench_config.trials_dir=s3://marin-us-east-02a/tmp/ttl=14d/rl-qwen30b-a3b-tb/trace_jobs",
+                              "generator.enforce_eager=false", "generator.num_inference_engines=2",
+                              "generator.inference_engine_expert_parallel_size=4",
+                              "generator.max_num_seqs=128", "terminal_bench_config.n_concurrent_trials=256", "--gpu", "H100",
+                              "--max-retries", "1"]})
+MOE_SALAD_KINDS = ("mixed_script", "subword", "special_tokens", "wrong_language", "loop", "subword", "special_tokens", "empty")
+_SUBWORD = ["ertain", "ulously", "ifoundation", "Spl", "oxid", "vertex", "Tak", "ometric", "(self", "=[", "ression",
+            "_init", "ategor", "ounted", "ipher", "lection", "Gener", "ativ", "_tok", "ensor", "):", "ifest", "orph"]
+
+
+def moe_salad(kind: str, seed: int) -> str:
+    """Token salad of one kind, as a policy served with scrambled MoE weights emits it."""
+    x = seed * 7919 + 17
+    def pick(seq):
+        nonlocal x
+        x = (x * 1103515245 + 12345) % (2 ** 31)
+        return seq[x % len(seq)]
+    if kind == "mixed_script":
+        return salad(seed)
+    if kind == "subword":
+        return "".join(pick(_SUBWORD) + pick(["", " ", " ", "."]) for _ in range(70))
+    if kind == "special_tokens":
+        return (f"Let me check the {pick(['tests', 'parser', 'config'])} first.<|im_end|>\n<|im_start|>assistant\n"
+                "<|im_start|>user\nLet me check the tests first.<|endoftext|> I will run the file")
+    if kind == "wrong_language":
+        return pick(["Сначала я прочитаю тестовый файл, чтобы понять, что должна возвращать функция, а потом исправлю парсер.",
+                     "我先阅读测试文件，了解这个函数应该返回什么，然后修复解析器中失败的情况，再运行一次测试确认。"])
+    if kind == "loop":
+        return "I will read the file and then I will read the file again. " * 12
+    return ""
+
+
+def moe_run(b_root, *, reload_finished: bool):
+    """A Qwen3-30B-A3B agentic run (2 engines x EP 4); a weight sync after every step: the engine
+    log's update_weights line, then finish_weight_reload only when the reload bracket closes."""
+    b = Bundle(b_root, entrypoint=MOE_EP, synced=at(125), job_id="/alice/rl-qwen30b-a3b-tb")
+    lines = training_log(10, stats_era="v1", reward=0.0)
+    sync = []
+    for s in range(1, 11):
+        t = (s - 1) * 10 + 9.92
+        for e in range(2):
+            actor = f"AsyncVLLMInferenceEngine pid={2871 + e}"
+            sync.append((at(t), loguru(at(t), f"update_weights: received 18867 tensors via NCCL broadcast (weight version {s})",
+                                        where="skyrl_train.inference_engines.vllm.vllm_engine:update_weights:318", actor=actor)))
+            if reload_finished:
+                sync.append((at(t + 0.01), loguru(at(t + 0.01), f"finish_weight_reload: weight version {s} loaded, w13 gate/up re-applied",
+                                                   where="skyrl_train.inference_engines.vllm.vllm_engine:finish_weight_reload:352",
+                                                   actor=actor)))
+    b.lines("finelog.log", lines)
+    b.lines("pod_logs/engine.log", [line for _, line in sorted(sync, key=lambda p: p[0])])
+    return b
+
+
+@incident
+def moe_weight_sync_salad(b_root):
+    b = moe_run(b_root, reload_finished=False)
+    for i in range(50):
+        if i < 12:       # started on the initial weights, before the first sync (step 1 ends at minute 9.9)
+            b.trial(f"task-{i:03d}__M{i:06d}", 0.0, at(1 + i * 0.5), turns=9, agent=[COHERENT, "The test expects an empty list for blank input; I'll update parse() and rerun."])
+        else:
+            kind = "mixed_script" if i == 13 else MOE_SALAD_KINDS[i % len(MOE_SALAD_KINDS)]
+            name = f"task-{i:03d}__M{i:06d}"
+            b.trial(name, 0.0, at(11 + (i - 12) * 2.8), turns=9,
+                    agent=[moe_salad(kind, i), moe_salad(kind, i + 100)] if kind != "empty" else None)
+            if kind == "empty":   # the agent turns carry no text and no tool call
+                traj = trajectory([])
+                traj["steps"] += [{"step_id": 2 + k, "source": "agent", "message": ""} for k in range(3)]
+                b.write(f"trace_jobs/{name}/agent/trajectory.json", json.dumps(traj))
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad_after_weight_sync"],
+                evidence=[dict(gate="rollouts", contains="update_weights: received 18867 tensors")],
+                finding_contains=dict(rollouts="38/38 sampled agent outputs incoherent after it"),
+                description="New MoE geometry (Qwen3-30B-A3B, 2 engines x EP 4) whose weight sync breaks: coherent on the "
+                            "initial weights, token salad of every kind after the first update_weights, no finish_weight_reload, every reward 0 "
+                            "(a writing-system + common-word classifier alone flags 11 of the 50 samples).")
+
+
+@incident
+def moe_weight_sync_coherent_hard_tasks(b_root):
+    b = moe_run(b_root, reload_finished=True)
+    turns = [COHERENT, "The test expects an empty list for blank input; I'll update parse() and rerun.",
+             "def parse(text: str) -> list[str]:\n    if not text.strip():\n        return []\n    return [t.strip() for t in text.split(',') if t.strip()]",
+             '{"command": "cd /app && python -m pytest -q tests/test_parser.py -x 2>&1 | tail -20"}',
+             "Traceback (most recent call last):\n  File \"/app/src/parser.py\", line 41, in parse\n    return int(fields[2])\nValueError: invalid literal for int() with base 10: 'N/A'"]
+    for i in range(50):
+        start = at(1 + i * 0.5) if i < 12 else at(11 + (i - 12) * 2.8)
+        b.trial(f"task-{i:03d}__C{i:06d}", 0.0, start, turns=9, agent=[turns[i % 5], turns[(i + 1) % 5], turns[(i + 2) % 5]])
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.zero_reward_coherent"],
+                evidence=[dict(gate="rollouts", contains="0/50 sampled agent outputs flagged")],
+                description="Same MoE geometry with a closed reload bracket (finish_weight_reload after every update_weights): "
+                            "coherent prose, code and tool calls on hard tasks, every reward 0: not token salad, not a kill.")
+
+
 @incident
 def few_incoherent_among_coherent(b_root):
     b = agentic_running(b_root)

@@ -74,6 +74,7 @@ SCAN_FIELDS = {
     "last_trainer_line", "trainer_lines", "phases_open", "phase_costs", "steps_finished", "genbuf_last",
     "genbuf_last_change", "genbuf_last_seen", "stats", "stats_count", "stats_eras", "eager_lines", "engine_model",
     "gpu_names", "batch_complete", "exc_breakdown", "exc_breakdown_occ", "use_tis", "weight_reload",
+    "weight_updates", "weight_update_first", "weight_reload_finished",
     "generator_init", "source_rev", "events"}
 """The ``BundleRead`` fields the log routing writes; ``_merge_file_scan`` merges every one."""
 NOT_SCANNED = {
@@ -235,7 +236,8 @@ def _cross_file_bundle(root: Path) -> Path:
          _lg(50, "Heartbeat monitor timed out", "ERROR"), _lg(15, "Heartbeat monitor timed out", "ERROR")]
     b += ["[core.py:93] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-8B', enforce_eager=False",
          _lg(80, "TerminalBenchGenerator initialized: Concurrent trials: 256"), _lg(81, "MarinSkyRL now at 3f9c2a1e7b"),
-         _lg(82, "'use_tis': True"), _lg(83, "finish_weight_reload done"), "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)",
+         _lg(82, "'use_tis': True"), _lg(82, "update_weights: received 18867 tensors via NCCL broadcast"),
+         _lg(83, "finish_weight_reload done"), "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)",
          _lg(84, "Generation Buffer Progress: 8/32 [00:03<?, ?it/s]"), _lg(85, "Generation Buffer Progress: 8/32 [00:04<?, ?it/s]"),
          _lg(86, "Finished: 'ref', time cost: 1.00s"), _lg(87, "Training Step Progress: 6 / 100")]
     b += [_stats(88 + i % 10, 2700.0 + i) for i in range(200)]
@@ -284,6 +286,7 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
     assert read.metric_records[4].source == "finelog.log"
     assert read.engine_model[0] == "Qwen/Qwen3-8B" and read.generator_init.source == "pod_logs/b.log"
     assert read.source_rev.source == "pod_logs/b.log" and read.use_tis is True and read.weight_reload == 1
+    assert read.weight_updates == 1 and read.weight_reload_finished == 1 and read.weight_update_first.source == "pod_logs/b.log"
     assert len(read.eager_lines) == bundle_mod.MAX_EAGER_LINES and len(read.batch_complete) == bundle_mod.MAX_BATCH_COMPLETE
     assert read.exc_breakdown == {"VerifierTimeoutError": 2, "AgentTimeoutError": 2}
     assert read.genbuf_last_change.source == "pod_logs/b.log" and read.genbuf_last_seen.source == "pod_logs/d.log"

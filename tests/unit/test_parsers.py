@@ -10,7 +10,6 @@ from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.nvidia_smi import parse_query_gpu
 from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
-from rlhealth.probes.parse.trials import coherence_problem
 from rlhealth.probes.textio import clean_line, quote
 
 REF = datetime(2026, 8, 1, 15, 0, tzinfo=timezone.utc).timestamp()
@@ -120,15 +119,6 @@ def test_iso_parsing_naive_and_offsets():
     assert parse_iso("2026-08-01T14:30:12.345678+00:00") == parse_iso("2026-08-01T14:30:12.345678Z")
     assert parse_iso("2026-08-01T16:30:12+02:00") == parse_iso("2026-08-01T14:30:12")
     assert parse_iso("not a time") is None and parse_iso(None) is None
-
-
-def test_coherence_flags_salad_loops_and_empty_but_not_code_or_prose():
-    assert coherence_problem("") == "empty output"
-    assert coherence_problem("ertainمن Splжит 水平oxid नहीं vertexします שלום ulously สวัส Tak가다 " * 3).startswith("token salad")
-    assert coherence_problem("the the the " * 40).startswith("repetition loop")
-    assert coherence_problem("I'll read the failing test first, then fix the parser and run pytest again to check.") is None
-    assert coherence_problem("def parse(x):\n    return [t for t in x.split(',') if t]\nassert parse('') == []") is None
-    assert coherence_problem("日本語で説明します。このテストは空のリストを期待しているので、パーサーを修正してから再実行します。" * 2) is None
 
 
 def test_nvidia_smi_units_na_and_header():
