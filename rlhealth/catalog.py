@@ -163,8 +163,19 @@ def _csv(rel: str) -> list[dict[str, Any]]:
     return rows
 
 
-@lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
+    """The validated knowledge base: the packaged files plus the operator's signature directories
+    (``rlhealth.packaged.operator_signature_directories``); one per set of directories."""
+    from rlhealth.packaged import operator_signature_directories
+
+    return _load_catalog(tuple(str(d) for d in operator_signature_directories()))
+
+
+load_catalog.cache_clear = lambda: _load_catalog.cache_clear()   # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=4)
+def _load_catalog(_signature_dirs: tuple[str, ...]) -> Catalog:
     errors: list[str] = []
     files: list[str] = []
     signatures: dict[str, Signature] = {}

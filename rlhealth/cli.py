@@ -57,7 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rlhealth {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    def signatures_arg(p):
+        p.add_argument("--signatures", action="append", default=[], metavar="DIR", type=Path,
+                       help="a directory of the operator's own signature files (*.yaml, one signature each; a file "
+                            "named like a packaged one replaces it); repeatable; also $RLHEALTH_SIGNATURES "
+                            "and ~/.config/rlhealth/signatures")
+
     def output_args(p):
+        signatures_arg(p)
         p.add_argument("--format", choices=["markdown", "json", "html"], default="markdown",
                        help="markdown (default), json (rlhealth.report/v1) or html (one self-contained file)")
         p.add_argument("--output", "-o", type=Path, help="write the report to this file instead of stdout")
@@ -102,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("audit", help="read-only audit of a terminal run and its completion record")
     a.add_argument("run", type=Path)
+    signatures_arg(a)
     a.add_argument("--bundle", type=Path)
     a.add_argument("--export-dir", type=Path)
     a.add_argument("--published-dir", type=Path)
@@ -121,9 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--format", choices=["markdown", "json"], default="markdown")
     rt = rsub.add_parser("test", help="run the rule tests (default: the packaged ones, with coverage)")
     rt.add_argument("path", nargs="?", type=Path, help="a rule-test YAML file or a directory of them")
+    signatures_arg(rl)
+    signatures_arg(rt)
 
     t = sub.add_parser("triage", help="diagnose every job bundle under a syncdown root, most urgent first")
     t.add_argument("root", type=Path)
+    signatures_arg(t)
     t.add_argument("--format", choices=["markdown", "json"], default="markdown")
     t.add_argument("--now", help="evaluation time, ISO-8601 (default: wall clock)")
     t.add_argument("--max-age", default="30m", help="freshness limit for a non-terminal job (default 30m)")
@@ -427,6 +438,18 @@ def run() -> None:
     os._exit(code)
 
 
+def _use_operator_signatures(dirs: list[Path]) -> None:
+    """``--signatures DIR``: each must be a directory; they apply after $RLHEALTH_SIGNATURES."""
+    if not dirs:
+        return
+    from rlhealth.packaged import SIGNATURES_ENV
+    for d in dirs:
+        if not d.is_dir():
+            raise UsageError(f"--signatures {d}: not a directory")
+    present = [p for p in os.environ.get(SIGNATURES_ENV, "").split(os.pathsep) if p]
+    os.environ[SIGNATURES_ENV] = os.pathsep.join(present + [str(d.resolve()) for d in dirs])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     wants_json = _wants_json(argv)
@@ -437,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         fmt = getattr(args, "format", fmt)
+        _use_operator_signatures(getattr(args, "signatures", None) or [])
         now = parse_now(getattr(args, "now", None))
         if args.command == "diagnose":
             return _cmd_diagnose(args, args.bundle, now)

@@ -7,8 +7,10 @@ per process and shared by their two readers: the pattern compile a command start
 """
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 
@@ -32,25 +34,58 @@ def packaged_yaml(name: str) -> Any:
     return parse_yaml(packaged_text(name))
 
 
+SIGNATURES_ENV = "RLHEALTH_SIGNATURES"
+"""Operator signature directories (``os.pathsep``-separated), read after the packaged ones."""
+
+
 def _signature_directory():
     return resources.files("rlhealth.rules").joinpath("signatures")
 
 
-@lru_cache(maxsize=1)
+def operator_signature_directories() -> list[Path]:
+    """The operator's own signature directories, in the order they apply: the user configuration
+    directory ``$XDG_CONFIG_HOME/rlhealth/signatures`` (default ``~/.config/rlhealth/signatures``)
+    when it exists, then every directory of ``$RLHEALTH_SIGNATURES`` (``--signatures DIR`` sets it)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    out = [Path(base) / "rlhealth" / "signatures"]
+    out = [d for d in out if d.is_dir()]
+    out += [Path(d) for d in os.environ.get(SIGNATURES_ENV, "").split(os.pathsep) if d]
+    return out
+
+
 def signature_documents() -> tuple[tuple[str, Any], ...]:
-    """``(file name, parsed document)`` of every ``.yaml`` file in ``rules/signatures/``, in name
-    order; in place of the document, the exception a file that cannot be read or parsed raised
-    (``OSError``, ``UnicodeDecodeError`` or ``yaml.YAMLError``). An unlistable directory is
-    raised. The documents are shared: readers must not modify them."""
+    """``(file name, parsed document)`` of every ``.yaml`` signature file, in name order: the
+    packaged ``rules/signatures/``, then the operator's directories
+    (``operator_signature_directories``), a file of the same name replacing the earlier one. In
+    place of the document, the exception a file that cannot be read or parsed raised (``OSError``,
+    ``UnicodeDecodeError`` or ``yaml.YAMLError``). An unlistable packaged directory is raised; an
+    unlistable operator directory is one entry holding its ``OSError``. The documents are shared:
+    readers must not modify them."""
+    return _signature_documents(tuple(str(d) for d in operator_signature_directories()))
+
+
+signature_documents.cache_clear = lambda: _signature_documents.cache_clear()   # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=8)
+def _signature_documents(extra_dirs: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
     import yaml
 
-    out: list[tuple[str, Any]] = []
-    for entry in sorted(_signature_directory().iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".yaml"):
-            continue
+    found: dict[str, Any] = {}
+    sources = [sorted(_signature_directory().iterdir(), key=lambda e: e.name)]
+    for d in extra_dirs:
         try:
-            document: Any = parse_yaml(entry.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            document = exc
-        out.append((entry.name, document))
+            sources.append(sorted(Path(d).iterdir(), key=lambda e: e.name))
+        except OSError as exc:
+            found[f"{d} (operator signature directory)"] = exc
+    for entries in sources:
+        for entry in entries:
+            if not entry.name.endswith(".yaml"):
+                continue
+            try:
+                document: Any = parse_yaml(entry.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                document = exc
+            found[entry.name] = document
+    out: list[tuple[str, Any]] = sorted(found.items(), key=lambda kv: kv[0])
     return tuple(out)
