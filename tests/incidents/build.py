@@ -862,6 +862,25 @@ def terminal_config_override(b_root):
 
 
 @incident
+def terminal_unnamed_exception(b_root):
+    b = Bundle(b_root, job_id="/alice/rl-bad-data", entrypoint=STANDARD_EP, state="failed", synced=at(70))
+    lines = training_log(5, stats_era="v1", engines=1)
+    lines += ["2026-08-01T12:51:39.331095044Z trainer-1  | " + line for line in (
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/skyrl_train/dataset/replay.py", line 88, in load_shard',
+        "    table = pq.read_table(path)",
+        "pyarrow.lib.ArrowInvalid: Parquet magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.")]
+    lines += ["2026-08-01T12:51:40.002311876Z trainer-1  | torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1) local_rank: 0 (pid: 812) of binary: /opt/venv/bin/python"]
+    b.lines("finelog.log", lines)
+    return dict(now=iso(at(120)), verdict="NO-KILL", mode="standard", terminal=True, gates=dict(liveness="FAIL"),
+                restarts=dict(burned=1, same_failure=False), fired=["liveness.terminal", "verdict.terminal"],
+                first_error_contains="pyarrow.lib.ArrowInvalid: Parquet magic bytes not found",
+                evidence=[], description="Terminal job whose only error is an exception class no signature names, behind "
+                                         "container timestamps and a compose service prefix: quoted verbatim as the first "
+                                         "causal error, ahead of the launcher's exit status.")
+
+
+@incident
 def terminal_absent_no_pods(b_root):
     b = Bundle(b_root, job_id="/alice/rl-pruned", entrypoint=AGENTIC_EP, state="running", synced=at(60))
     b.lines("finelog.log", training_log(3))
