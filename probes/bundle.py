@@ -346,6 +346,7 @@ class _Router:
                                  preceding, self.source)
         if ev is None:
             return
+        ts = events_mod.line_time(hit.text, line_timestamp, self.ref) if ts is not None else None
         if ts is None:
             ts = _continued_record_ts(hit, self.ref)
         ev.ts, ev.attempt, ev.file_index = ts, attempt, self.file_index

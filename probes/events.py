@@ -47,11 +47,13 @@ _LEVEL = r"(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL|FATAL)
 # Each prefix pattern: (regex, what its named groups give). Tried in order, repeatedly.
 _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
     # container runtime timestamp (docker --timestamps, kubectl logs --timestamps)
-    r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}))\s+",
+    r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})) ",
     # loguru: "2026-05-12 08:01:39.331 | ERROR    | module:function:12 - "
     r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)\s*\|\s*" + _LEVEL + r"\s*\|\s*\S*\s+-\s",
+    # Ray's C++ core: "[2024-02-27 10:01:35,439 E 73667 73667] logging.cc:361: "
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[.,]\d+) (?P<glog>[IWEF]) \d+ \d+\] (?:[\w./-]{1,200}:\d+: )?",
     # Python logging and friends: "[2026-05-12 08:01:39,331] ", "2026-05-12 08:01:39,331 - name - ERROR - "
-    r"^\[?(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]?(?:\s*[-|:,]\s*|\s+)",
+    r"^\[?(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]?(?: ?[-|:,] ?| )",
     # compose / service prefix: "svc-1  | "
     r"^(?P<service>[A-Za-z0-9][A-Za-z0-9_.-]{0,62})\s+\|\s?",
     # Iris finelog: "task=/user/job/0 | "
@@ -69,21 +71,22 @@ _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
     # Slurm daemons and client
     r"^(?P<daemon>srun|slurmstepd(?:-[\w.-]{1,100})?|sbatch|salloc)(?:\[\d+\])?: ",
     # a logger name before the level: "root - ERROR - ", "myapp.module:ERROR: "
-    r"^[\w.]{1,100}\s*[-:]\s*" + _LEVEL + r"\s*[-:]\s+",
+    r"^[\w.]{1,100} ?[-:] ?" + _LEVEL + r" ?[-:] ",
     # a level alone: "ERROR: ", "[ERROR] ", "ERROR ", "CRITICAL:root:"
-    r"^\[?" + _LEVEL + r"\]?(?::[\w.]{0,100})?(?::\s*|\s+)",
+    r"^\[?" + _LEVEL + r"\]?(?::[\w.]{0,100})?(?:: ?| )",
 ))
 
 
 class Peeled:
     """A line without its prefixes: ``body``, the strongest ``level`` a prefix stated, the
     ``process`` key (Ray actor, torchrun rank or service), the Slurm ``daemon``, a ``ts_text``."""
-    __slots__ = ("body", "level", "process", "rank", "daemon", "ts_text", "actor")
+    __slots__ = ("body", "level", "process", "rank", "daemon", "ts_text", "actor", "prefix_len", "clean")
 
     def __init__(self, body: str, level: str | None, process: str | None, rank: int | None,
                  daemon: str | None, ts_text: str | None, actor: str | None):
         self.body, self.level, self.process, self.rank = body, level, process, rank
         self.daemon, self.ts_text, self.actor = daemon, ts_text, actor
+        self.prefix_len = 0
 
     def __repr__(self) -> str:
         return f"Peeled(body={self.body!r}, level={self.level!r}, process={self.process!r})"
@@ -92,6 +95,10 @@ class Peeled:
 def peel(text: str) -> Peeled:
     """``text`` without every line prefix it carries (see the module doc), repeatedly."""
     body = text.rstrip("\r\n")
+    if "\x1b" in body:
+        body = _ANSI.sub("", body)
+    original = body
+    time_end = None
     level = process = daemon = ts_text = actor = None
     rank = None
     for _ in range(MAX_PEEL):
@@ -102,6 +109,8 @@ def peel(text: str) -> Peeled:
             groups = m.groupdict()
             if groups.get("ts") and ts_text is None:
                 ts_text = groups["ts"]
+            if time_end is None and (groups.get("ts") or groups.get("glog") or (groups.get("level") and "-" in m.group(0)[:12])):
+                time_end = len(original) - len(body) + m.end()
             found = groups.get("level") or groups.get("glog")
             if found:
                 level = _stronger(level, LEVELS[found])
@@ -120,9 +129,24 @@ def peel(text: str) -> Peeled:
             break
         else:
             break
-    return Peeled(body, level, process, rank, daemon, ts_text, actor)
+    peeled = Peeled(body, level, process, rank, daemon, ts_text, actor)
+    peeled.prefix_len = time_end or 0
+    peeled.clean = original
+    return peeled
 
 
+def line_time(text: str, timestamp, reference_epoch: float | None) -> float | None:
+    """A line's time: the one its outermost timed prefix states (the log record's own), else any
+    on the line."""
+    p = peel(text)
+    if p.prefix_len:
+        ts = timestamp(p.clean[:p.prefix_len], reference_epoch)
+        if ts is not None:
+            return ts
+    return timestamp(text, reference_epoch)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _SEVERITY = {"DEBUG": 0, "INFO": 1, "WARNING": 2, "ERROR": 3, "CRITICAL": 4, "FATAL": 4}
 
 
@@ -495,6 +519,9 @@ def read_events(lines: list[str], source: str = "excerpt.log", reference_epoch: 
     whose every line it reads (the same ``event_at``, the same spans)."""
     if timestamp is None:
         from rlhealth.probes.parse.timestamps import line_timestamp as timestamp
+    from rlhealth.probes.textio import clean_line
+
+    lines = [clean_line(line) for line in lines]
     trigger = re.compile(EVENT_TRIGGER)
     out: list[LogEvent] = []
     span_end = 0
@@ -520,7 +547,7 @@ def event_time(ev: LogEvent, lines: list[str], timestamp, reference_epoch: float
     """The time of an event: that of its first line, else of the quoted line, else of the nearest
     earlier line of the same stream reached over continuation lines only."""
     for k in (ev.first_line, ev.line):
-        ts = timestamp(lines[k - 1], reference_epoch)
+        ts = line_time(lines[k - 1], timestamp, reference_epoch)
         if ts is not None:
             return ts
     for k in range(ev.first_line - 2, max(-1, ev.first_line - 30), -1):
