@@ -450,8 +450,20 @@ def _finelog_mix(rng, prefix, engine):
 
 
 # ----------------------------------------------------------------------------- trials
-_WORDS = ("I'll start by reading the test file to understand what the function should return. Then I will run the "
-          "tests and fix the failing case in the parser. Let me check the file first and look at the error output.").split()
+_TURNS = (
+    "I'll start by reading the test file to understand what the function should return for empty input.",
+    "The failing case is in the parser: it drops the last token when the line has no trailing newline.",
+    "Let me look at the error output again; the assertion compares a list of three items with two.",
+    "I will add a guard for the final token and rerun only the parser tests to check the fix quickly.",
+    "Two tests still fail because the fixture writes Windows line endings, so I should strip carriage returns.",
+    "Now the parser tests pass. Next I run the whole suite to make sure nothing else regressed.",
+    "One integration test times out; it waits on a socket that the sandbox does not allow, which is unrelated.",
+    "I will mark that dependency as optional in the config and keep the original behaviour for real runs.",
+    "Checking the diff: the change touches only the tokenizer and its tests, which is what the task asked for.",
+    "Running the linter shows an unused import that I introduced, so I remove it before finishing.",
+    "Everything passes locally now, including the flaky case I reproduced with a fixed random seed.",
+    "Summary: the parser keeps the last token, line endings are normalised, and the tests cover both cases.",
+)
 
 
 def _trial_templates(trials_dir: str) -> dict:
@@ -556,7 +568,7 @@ def generate_trials(root: Path, n: int, t_start: float, t_end: float, seed: int 
                 files["exception.txt"] = (f"Traceback (most recent call last):\n  File \"/app/harbor/trial/trial.py\", "
                                           f"line 233, in run\n    await self._execute()\n{exc[0]}: {exc[1]}\n")
             if i % 10 == 0:
-                msgs = [" ".join(_WORDS[(k + j) % len(_WORDS)] for j in range(24)) for k in range(min(episodes, 12))]
+                msgs = [_TURNS[(i // 10 + k) % len(_TURNS)] for k in range(min(episodes, 12))]
                 steps = [{"step_id": 0, "source": "system", "message": "You are an agent."},
                          {"step_id": 1, "source": "user", "message": f"Solve the task {task}."}]
                 for k, m in enumerate(msgs):
