@@ -22,7 +22,7 @@ from rlhealth.probes.events import read_events
 CORPUS = Path(__file__).with_name("events_corpus.yaml")
 ENTRIES = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))["entries"]
 REFERENCE = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
-KINDS = {"exception", "cpp_abort", "fatal_signal", "exit_status", "kernel", "nccl_warn", "slurm"}
+KINDS = {"exception", "cpp_abort", "fatal_signal", "exit_status", "kernel", "nccl_warn", "slurm", "fatal_log"}
 
 
 def test_corpus_size_and_sources():
@@ -34,7 +34,7 @@ def test_corpus_size_and_sources():
         assert e["text"].strip() and e["events"], e["id"]
         assert all(ev["kind"] in KINDS for ev in e["events"]), e["id"]
     kinds = {ev["kind"] for e in ENTRIES for ev in e["events"]}
-    assert kinds >= {"exception", "cpp_abort", "fatal_signal", "exit_status", "kernel", "slurm"}, kinds
+    assert kinds >= {"exception", "cpp_abort", "fatal_signal", "exit_status", "kernel", "nccl_warn", "slurm"}, kinds
     assert any(ev.get("thread") == "background" for e in ENTRIES for ev in e["events"])
 
 
