@@ -52,6 +52,8 @@ MAX_BATCH_COMPLETE = 200
 """Batch-completion lines kept (the newest ones)."""
 MAX_PHASE_COSTS = 500
 """Phase durations kept per phase (the newest ones)."""
+MAX_OPEN_EVENTS = 256
+"""Processes (line prefixes) of one file whose newest event span is remembered at once."""
 
 _PREFILTER_CHECKS = {k: re.compile(EXTRACTORS[k].encode()) for k in EXTRACTOR_PREFILTERS}
 
@@ -330,14 +332,21 @@ class _Router:
         self.first_step_progress: tuple[tuple[int, int], bool] | None = None
         self.phases_finished: set[str] = set()
         self.file_index = 0
-        self.event: events_mod.LogEvent | None = None
-        """The newest event of this file; lines up to its ``last_line`` belong to it."""
+        self.open_events: dict[str | None, events_mod.LogEvent] = {}
+        """The newest event of each process (line prefix) of this file; that process's lines up to
+        its ``last_line`` belong to it (interleaved ranks keep their own tracebacks)."""
         self.token_rx = _token_regexes(catalog)
+
+    def _open_event(self, hit: LineHit) -> events_mod.LogEvent | None:
+        """The event whose lines hold ``hit`` (same process), if any."""
+        if not self.open_events:
+            return None
+        ev = self.open_events.get(events_mod.peel(hit.text).process)
+        return ev if ev is not None and ev.first_line <= hit.lineno <= ev.last_line else None
 
     def _event(self, hit: LineHit, ts: float | None, attempt: int | None) -> None:
         """Read the event starting at ``hit`` (its traceback from the lines after it)."""
-        ev = self.event
-        if ev is not None and hit.lineno <= ev.last_line:
+        if self._open_event(hit) is not None:
             return
         head = hit.preceding_bytes(4096).rsplit(b"\n", 2)
         preceding = clean_line(head[-2]) if len(head) >= 2 else None
@@ -350,7 +359,9 @@ class _Router:
         if ts is None:
             ts = _continued_record_ts(hit, self.ref)
         ev.ts, ev.attempt, ev.file_index = ts, attempt, self.file_index
-        self.event = ev
+        if len(self.open_events) >= MAX_OPEN_EVENTS:
+            self.open_events.clear()
+        self.open_events[ev.process] = ev
         self.read.events.add(ev)
 
     def _plan(self, key_tuple: tuple[str, ...]) -> tuple[frozenset, list[str], frozenset, bool, bool]:
@@ -386,8 +397,7 @@ class _Router:
         attempt = self.boundaries if self.is_finelog else self.attempt
         if "x_event" in keys:
             self._event(hit, ts, attempt)
-        in_event = self.event if self.event is not None and self.event.first_line <= hit.lineno <= self.event.last_line \
-            else None
+        in_event = self._open_event(hit)
         if ts is None and sig_keys:
             ts = in_event.ts if in_event is not None and in_event.ts is not None else _continued_record_ts(hit, self.ref)
         if FAST_ROUTING:

@@ -480,7 +480,11 @@ def _traceback(p: Peeled, text: str, lineno: int, following: Iterable[str], prec
             continue
         if chain and not expecting_chain:
             break
+        if q.level in ("DEBUG", "INFO", "WARNING"):
+            break                   # a new log record: the traceback was cut
         m = _EXC_IN_TRACEBACK.match(body)
+        if m is not None and not m.group("type").rsplit(".", 1)[-1][:1].isupper():
+            m = None                # exception classes are capitalised: "restarting" is prose
         if m is None:
             if chain:
                 break
@@ -524,15 +528,15 @@ def read_events(lines: list[str], source: str = "excerpt.log", reference_epoch: 
     lines = [clean_line(line) for line in lines]
     trigger = re.compile(EVENT_TRIGGER)
     out: list[LogEvent] = []
-    span_end = 0
+    span_end: dict[str | None, int] = {}
     for i, text in enumerate(lines):
         lineno = i + 1
-        if lineno <= span_end or not trigger.search(text):
+        if not trigger.search(text) or lineno <= span_end.get(peel(text).process, 0):
             continue
         ev = event_at(text, lineno, _iter(lines, i + 1), lines[i - 1] if i else None, source)
         if ev is None:
             continue
-        span_end = ev.last_line
+        span_end[ev.process] = ev.last_line
         ev.ts = event_time(ev, lines, timestamp, reference_epoch)
         out.append(ev)
     return out
