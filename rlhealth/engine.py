@@ -365,6 +365,10 @@ class _Host(durable_engine.Host):
         """Free the engine's C-side rulesets of this host."""
         for ruleset in self._ruleset_list:
             try:
+                durable_rules_engine.delete_state(ruleset._handle, None)
+            except Exception:  # no state was created (no fact asserted): nothing to release
+                pass
+            try:
                 durable_rules_engine.delete_ruleset(ruleset._handle)
             except Exception:  # already freed / never created: nothing to release
                 pass
