@@ -26,7 +26,9 @@ the bundle -- its data pages only, directory entries and inodes stay cached; ``a
 drop_caches when permitted (root, writable), else fadvise). Medians of ``--runs`` runs.
 
 Memory comes from separate runs of (a) whose process tree is sampled from /proc (``rss.py``: the
-diagnosing process, its forked readers, and the tree's sum), never from a timed run.
+diagnosing process, its forked readers, and the tree's sum), never from a timed run. The memory
+growth per call of a long-lived process (in-process ``diagnose`` and ``rlhealth mcp``, the packaged
+examples, ``--longlived-calls`` calls after 20 warm-up calls) comes from ``longlived.py``.
 """
 from __future__ import annotations
 
