@@ -26,7 +26,9 @@ the bundle -- its data pages only, directory entries and inodes stay cached; ``a
 drop_caches when permitted (root, writable), else fadvise). Medians of ``--runs`` runs.
 
 Memory comes from separate runs of (a) whose process tree is sampled from /proc (``rss.py``: the
-diagnosing process, its forked readers, and the tree's sum), never from a timed run.
+diagnosing process, its forked readers, and the tree's sum), never from a timed run. The memory
+growth per call of a long-lived process (in-process ``diagnose`` and ``rlhealth mcp``, the packaged
+examples, ``--longlived-calls`` calls after 20 warm-up calls) comes from ``longlived.py``.
 """
 from __future__ import annotations
 
@@ -325,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-runs", type=int, default=1, help="sampled (untimed) diagnoses per point for the memory table")
     ap.add_argument("--with-triage", action="store_true", help="also measure triage throughput (implied by --all)")
     ap.add_argument("--no-triage", action="store_true")
+    ap.add_argument("--longlived-calls", type=int, default=200,
+                    help="diagnoses of the packaged examples in one long-lived process, in-process and through "
+                         "rlhealth mcp (per-call memory growth; 0 skips it)")
     ap.add_argument("--copies", type=int, default=20, help="copies of the base bundle in the triage corpus")
     ap.add_argument("--triage-runs", type=int, help="runs per triage measurement (default 2)")
     ap.add_argument("--grep-locale", default="C", help="LC_ALL for grep (C is the faster, stricter baseline)")
@@ -404,10 +409,22 @@ def main(argv: list[str] | None = None) -> int:
         for r in triage_rows:
             r.setdefault("load", "?")
 
+    longlived_rows = []
+    if args.longlived_calls > 0:
+        import longlived
+
+        longlived_rows = longlived.measure(args.longlived_calls)
+        for r in longlived_rows:
+            print(f"long-lived: {r['mode']}: {r['growth_kib_per_call']:.1f} KiB of RSS per call over {r['calls']} calls "
+                  f"after {r['warmup']} ({r['after_warmup_mib']:.0f} -> {r['end_mib']:.0f} MiB)")
+
     tables = ["### diagnose vs grep+cat", "", *time_table(results), "",
               "### memory (MiB, warm cache; peaks of the diagnosing process and of its largest reader exact, sums sampled)", "", *memory_table(results)]
     if triage_rows:
         tables += ["", "### triage throughput (warm cache)", "", *triage_table(triage_rows)]
+    if longlived_rows:
+        tables += ["", "### long-lived process: memory growth per diagnosis (packaged examples)", "",
+                   *longlived.table(longlived_rows)]
     base = results[0]
     notes = []
     for m in results[1:]:
@@ -432,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"markdown -> {args.markdown}")
     if args.json:
         args.json.write_text(json.dumps({"machine": info, "cold_method": cold_method, "results": results,
-                                         "triage": triage_rows}, indent=2))
+                                         "triage": triage_rows, "longlived": longlived_rows}, indent=2))
     if args.clean:
         for tag, gib, trials in points:
             shutil.rmtree(args.workdir / f"{gib:g}g-{trials}t", ignore_errors=True)

@@ -104,8 +104,11 @@ if ! mariadb-admin ping >/dev/null 2>&1; then
     --bind-address=127.0.0.1 --log-error=/var/log/rlhealth-mariadb.log >/dev/null 2>&1 &
   wait_until 60 "mariadbd answering ping" mariadb-admin ping
 fi
+# a slurm user left by an earlier setup may have another password (slurmdbd then fails with
+# "Access denied"): ALTER USER resets it to this script's
 mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
   CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
+  ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
   GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;" \
   || die "could not create the slurm accounting database"
 

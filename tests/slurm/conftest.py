@@ -156,13 +156,31 @@ def start_sshd(client_key):
     started: list[Sshd] = []
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
 
-    def start(path_prefix: Path | None = None) -> Sshd:
+    def start(path_prefix: Path | None = None, without: tuple[str, ...] = ()) -> Sshd:
+        """``without``: programs the sessions must not find, whatever this host has installed (the
+        sessions' PATH is then one directory of links to every other program of ``BASE_PATH``)."""
         d = Path(tempfile.mkdtemp(prefix="rlhealth-sshd-"))
         d.chmod(0o755)
         host_pub = _keygen(d / "host_ed25519")
         port = free_port()
         log = d / "sshd.log"
-        path = f"{path_prefix}:{BASE_PATH}" if path_prefix else BASE_PATH
+        base = BASE_PATH
+        if without:
+            bin_dir = d / "bin"
+            bin_dir.mkdir(mode=0o755)
+            for directory in reversed(BASE_PATH.split(":")):    # the first directory on PATH wins
+                if not os.path.isdir(directory):
+                    continue
+                for name in os.listdir(directory):
+                    target = os.path.join(directory, name)
+                    if name in without or not os.access(target, os.X_OK) or os.path.isdir(target):
+                        continue
+                    link = bin_dir / name
+                    if link.is_symlink():
+                        link.unlink()
+                    link.symlink_to(target)
+            base = str(bin_dir)
+        path = f"{path_prefix}:{base}" if path_prefix else base
         (d / "sshd_config").write_text(f"""\
 Port {port}
 ListenAddress 127.0.0.1

@@ -15,6 +15,14 @@ pytestmark = pytest.mark.slurm
 TRACEBACK_ERROR = "AttributeError: 'Qwen3MoeConfig' object has no attribute 'norm_topk_prob'"
 
 
+
+@pytest.fixture(scope="module")
+def sshd(start_sshd):
+    """These captures assert that nvidia-smi and py-spy are absent on the node: the sessions' PATH
+    leaves them out on a host that has them (every GPU host has nvidia-smi)."""
+    return start_sshd(without=("nvidia-smi", "py-spy"))
+
+
 def assert_every_command_allowed_and_recorded(cap, sshd_sessions_before, sshd):
     """Every argv in capture.json is on the allow-list, and sshd started exactly one session per
     command that was actually sent (refused ones never reached it)."""
