@@ -82,7 +82,8 @@ def plot_phases(training: dict) -> str | None:
     else:
         df.plot.area(stacked=True, ax=ax, colormap="tab20", linewidth=0)
     ax.set_ylabel("seconds")
-    ax.set_title("phase durations per step (stacked)", loc="left")
+    ax.set_title("phase durations per step (stacked: the spans directly within step and its unattributed remainder)"
+                 if "unattributed" in df.columns else "phase durations per step (stacked)", loc="left")
     ax.legend(fontsize=7, ncol=min(4, len(df.columns)), loc="upper left", bbox_to_anchor=(0, -0.18), frameon=False)
     return _svg(fig)
 

@@ -29,6 +29,7 @@ def _thin(rows: list, limit: int = MAX_POINTS) -> list:
 
 def metric_series(read) -> dict[str, Any]:
     """Per-step training metrics and ``timing/*`` phase durations (first record of a step wins)."""
+    from rlhealth.observers import spans
     from rlhealth.probes.parse import trainer as tp
 
     records: dict[int, Any] = {}
@@ -37,9 +38,11 @@ def metric_series(read) -> dict[str, Any]:
     steps = _thin(sorted(records))
     metrics = {name: [_num(tp.metric(records[s].metrics, name)) for s in steps] for name in METRICS}
     metrics = {k: v for k, v in metrics.items() if any(x is not None for x in v)}
-    phase_names = sorted({k[len("timing/"):] for s in steps for k in records[s].metrics
-                          if k.startswith("timing/") and k != "timing/step"})
-    phases = {p: [_num(records[s].metrics.get(f"timing/{p}")) for s in steps] for p in phase_names}
+    per_step = spans.step_rows([records[s].metrics for s in steps])
+    phases = spans.stacked_parts(per_step)
+    if not phases:
+        phase_names = sorted({k for row in per_step for k in row})
+        phases = {p: [row.get(p) for row in per_step] for p in phase_names}
     phase_steps = steps
     if not phases and getattr(read, "phase_costs", None):
         # phase timers from the trainer log ("Finished <phase> ... took N s"), one value per finished step

@@ -345,11 +345,32 @@ exception_name(PyObject *first, PyObject *result, int result_is_dict)
     return name;
 }
 
+/* 1 if the ISO-8601 string ``s`` names its offset (``Z`` or ``+``/``-`` after the time of day), 0
+ * if it is naive, -1 if it has no UTF-8 form (lone surrogates: no time either way). */
+static int
+aware(PyObject *s)
+{
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(s, &n);
+    if (text == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    for (Py_ssize_t i = 11; i < n; i++)
+        if (text[i] == 'Z' || text[i] == 'z' || text[i] == '+' || text[i] == '-')
+            return 1;
+    return 0;
+}
+
 /* ``b - a if a is not None and b is not None and b >= a else NULL`` (NULL with no exception: no
- * duration) for a = parse(started), b = parse(finished). */
+ * duration) for a = parse(started), b = parse(finished); a naive time paired with an aware one
+ * has no duration (never read as UTC). */
 static PyObject *
 duration(PyObject *parse, PyObject *started, PyObject *finished)
 {
+    int sa = aware(started), fa = sa < 0 ? -1 : aware(finished);
+    if (sa < 0 || fa < 0 || sa != fa)
+        return NULL;
     PyObject *a = call_one(parse, started);
     if (a == NULL)
         return NULL;

@@ -160,6 +160,11 @@ def loads_json(data: bytes | memoryview) -> Any:
         raise ValueError(str(exc)) from None
 
 
+WALL_MEASURED, WALL_UNFINISHED, WALL_UNTIMED = 0, 1, 2
+"""A trial's wall clock: measured; no ``finished_at`` (never recorded its own finish); written but
+unusable (unparseable, ends before it starts, or a naive time paired with an aware one)."""
+
+
 @dataclass(slots=True)
 class TrialRead:
     """What one trial directory yielded (transient, not kept)."""
@@ -173,6 +178,32 @@ class TrialRead:
     problem: str | None = None
     exception_source: str | None = None
     stop_reason: str | None = None
+    wall_s: float | None = None
+    """the trial's own wall clock (its ``started_at`` to ``finished_at``)"""
+    wall_state: int = WALL_UNFINISHED
+
+
+def _aware(text: str) -> bool:
+    """An ISO-8601 time naming its offset (``Z`` or ``+``/``-`` after the time of day);
+    ``_fileread.c`` ``aware`` is the same test."""
+    tail = text[11:]
+    return "Z" in tail or "z" in tail or "+" in tail or "-" in tail
+
+
+def _wall_clock(read: TrialRead, obj: dict, parse) -> None:
+    """``read.wall_s``/``wall_state`` from the trial's own ``started_at``/``finished_at``."""
+    finished = obj.get("finished_at")
+    if finished is None:
+        return
+    read.wall_state = WALL_UNTIMED
+    started = obj.get("started_at")
+    if not isinstance(started, str) or not isinstance(finished, str) or _aware(started) != _aware(finished):
+        return
+    a = read.started_at
+    b = parse(finished)
+    if a is not None and b is not None and b >= a:
+        read.wall_s = b - a
+        read.wall_state = WALL_MEASURED
 
 
 def _finite(value: float | None) -> float | None:
@@ -243,7 +274,7 @@ def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | 
 MEMBER_SCAN_MIN_BYTES = 256 * 1024
 """From this size on, only the members the summary uses are parsed (a result.json with rollout
 logprobs parses into tens of MB of Python floats)."""
-_USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_info", "started_at",
+_USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_info", "started_at", "finished_at",
                            "stop_reason", "failure_mode") + PHASES)
 _WS = re.compile(rb"[ \t\n\r]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -380,6 +411,7 @@ def _from_result(read: TrialRead, obj: dict) -> None:
         fields = _native_fields(obj, PHASES, _STOP_REASON_GROUPS, STOP_REASON_MAX_CHARS, _parse_iso_recent)
         if fields is not None:          # None: ``obj`` is not a plain dict (the walk below)
             read.reward, read.exception, read.turns, read.stop_reason, read.phases, read.started_at = fields
+            _wall_clock(read, obj, _parse_iso_recent)
             return
     # each field's path written out (a missing member or a non-object on the way: None); the
     # members shared by several fields are looked up once
@@ -406,12 +438,13 @@ def _from_result(read: TrialRead, obj: dict) -> None:
         block = obj.get(phase)
         if isinstance(block, dict):
             a, b = block.get("started_at"), block.get("finished_at")
-            if isinstance(a, str) and isinstance(b, str):
+            if isinstance(a, str) and isinstance(b, str) and _aware(a) == _aware(b):
                 a, b = parse(a), parse(b)
                 if a is not None and b is not None and b >= a:
                     read.phases[phase] = b - a
     started = obj.get("started_at")
     read.started_at = parse(started) if isinstance(started, str) else None
+    _wall_clock(read, obj, parse)
 
 
 def _from_raw(read: TrialRead, raw: bytes) -> None:
@@ -442,6 +475,7 @@ def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRe
     if fields is not None:          # ``_from_result``'s C engine, its fields passed positionally (faster)
         reward, exception, turns, stop_reason, phases, started_at = fields
         read = TrialRead(name, True, reward, exception, turns, phases, started_at, problem, None, stop_reason)
+        _wall_clock(read, obj, _parse_iso_recent)
     else:
         read = TrialRead(name=name, completed=True, problem=problem)
         if obj is not None:
@@ -577,6 +611,12 @@ class TrialTally:
     """(chunk number, its rewards, its durations)"""
     newest: list[tuple[float, str]] = field(default_factory=list)
     """min-heap of the ``sample_size`` newest completed trials, (start or -inf, name)"""
+    wall: list[int] = field(default_factory=lambda: [0, 0, 0])
+    """finished trials by wall-clock state (WALL_MEASURED, WALL_UNFINISHED, WALL_UNTIMED)"""
+    wall_us: int = 0
+    """summed wall clock of the measured trials, whole microseconds (an exact, order-free sum)"""
+    phase_in_wall_us: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    """summed phase durations of the measured trials, whole microseconds"""
 
     def add(self, read: TrialRead) -> None:
         start = read.started_at
@@ -609,8 +649,15 @@ class TrialTally:
         if read.turns is not None:
             self.turns_count += 1
             _add_exact(self.turns_partials, read.turns)
+        phases = self.phases
         for phase, value in read.phases.items():
-            self.phases[phase].append(value)
+            phases[phase].append(value)
+        self.wall[read.wall_state] += 1
+        if read.wall_state == WALL_MEASURED:
+            self.wall_us += round(read.wall_s * 1e6)
+            inside = self.phase_in_wall_us
+            for phase, value in read.phases.items():
+                inside[phase] += round(value * 1e6)
         self._note_newest((start if start is not None else float("-inf"), read.name))
 
     def _note_problem(self, name: str, text: str) -> None:
@@ -679,6 +726,10 @@ class TrialTally:
             self._note_problem(name, text)
         for key in other.newest:
             self._note_newest(key)
+        self.wall = [a + b for a, b in zip(self.wall, other.wall)]
+        self.wall_us += other.wall_us
+        for phase, us in other.phase_in_wall_us.items():
+            self.phase_in_wall_us[phase] += us
 
     def newest_names(self) -> list[str]:
         """The sampled trials, oldest first."""
@@ -721,6 +772,12 @@ class TrialSummary:
     """(stop-reason field value or None, exception type or None) -> finished trials."""
     stop_reason_example: dict[tuple, str] = field(default_factory=dict)
     """stop-reason key -> result.json of its smallest trial name"""
+    wall: tuple[int, int, int] = (0, 0, 0)
+    """finished trials whose wall clock was measured, never finished, or is unusable"""
+    wall_s: float = 0.0
+    """summed wall clock of the measured trials"""
+    phase_in_wall_s: dict[str, float] = field(default_factory=dict)
+    """summed duration per phase over the measured trials (the numerators of the duty cycle)"""
 
     @classmethod
     def from_tally(cls, t: TrialTally) -> TrialSummary:
@@ -736,7 +793,9 @@ class TrialSummary:
                    first_started_at=t.first_started_at, last_started_at=t.last_started_at,
                    last_recorded_start=t.last_recorded_start, prior_generation=t.prior_generation,
                    stop_reasons=Counter(t.stop_reasons),
-                   stop_reason_example={key: f"{name}/result.json" for key, name in t.first_stop_reason.items()})
+                   stop_reason_example={key: f"{name}/result.json" for key, name in t.first_stop_reason.items()},
+                   wall=tuple(t.wall), wall_s=t.wall_us / 1e6,
+                   phase_in_wall_s={p: us / 1e6 for p, us in t.phase_in_wall_us.items()})
 
 
 def _partials_mean(partials: list[float], count: int) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from rlhealth.facts import DynamicsMeasured, Evidence
+from rlhealth.observers.spans import span_table, step_rows
 from rlhealth.observers.base import Observation, finite, median
 from rlhealth.probes.parse import trainer as tp
 from rlhealth.probes.textio import quote
@@ -70,13 +71,10 @@ def observe(obs: Observation) -> None:
         obs.metric_window = {"first_step": window[0], "last_step": window[-1], "steps": len(window),
                              "recent_first_step": recent[0],
                              "series": {k: [round(x, 4) for x in v[-10:]] for k, v in full.items() if v}}
-        timings: dict[str, list[float]] = {}
-        for s in window:
-            for k, v in records[s].metrics.items():
-                if k.startswith("timing/") and v is not None and math.isfinite(v):
-                    timings.setdefault(k[len("timing/"):], []).append(v)
-        obs.phase_table = [{"phase": k, "median_s": round(median(v), 2), "last_s": round(v[-1], 2), "n": len(v)}
-                           for k, v in sorted(timings.items())]
+        obs.phase_table = span_table(step_rows([records[s].metrics for s in window]))
     elif read.phase_costs:
-        obs.phase_table = [{"phase": k, "median_s": round(median(v), 2), "last_s": round(v[-1], 2), "n": len(v)}
+        # phase timers of the trainer log: one list per phase, not per step (no tree to place them in)
+        obs.phase_table = [{"phase": k, "within": None, "declared": False, "median_s": round(median(v), 2),
+                            "mean_s": round(sum(v) / len(v), 2), "last_s": round(v[-1], 2), "n": len(v),
+                            "share_of_within": None}
                            for k, v in sorted(read.phase_costs.items())]

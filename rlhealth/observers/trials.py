@@ -56,14 +56,7 @@ def observe(obs: Observation) -> None:
     stops = stop_reasons(s, catalog.trial_exceptions.get("stop_reasons") or {})
     if stops is not None:
         obs.add(stops)
-    medians = {p: median(v) for p, v in s.phases.items() if v}
-    if medians:
-        total = sum(medians.values())
-        setup = s.phases.get("environment_setup")
-        obs.duty_cycle = {"trials_timed": max(len(v) for v in s.phases.values()),
-                          "median_s": {p: round(v, 1) for p, v in sorted(medians.items())},
-                          "share": {p: round(v / total, 3) for p, v in sorted(medians.items())} if total else {},
-                          "p90_environment_setup_s": round(quantile(setup, 0.9), 1) if setup else None}
+    obs.duty_cycle = duty_cycle(s)
 
 
 def _share(n: int, of: int) -> float | None:
@@ -122,6 +115,44 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
                 incoherent_after_sync_fraction=_share(after_bad, after), evidence=evidence,
                 summary=coherence_summary)
 
+
+
+def duty_cycle(s) -> dict | None:
+    """Each trial phase against the trial's own wall clock (``started_at`` to ``finished_at``).
+
+    A share divides a phase's summed seconds by the summed wall clock, both over the trials that
+    recorded their own start and finish: a trial that timed its setup and never finished would
+    otherwise reach the numerator without the denominator. Medians, means and totals cover every
+    trial that timed the phase. The trial time no phase covers is the ``unattributed`` row; where
+    the phases sum past the wall clock (they run alongside each other) an ``overlap`` row carries
+    the excess and has no share. No wall clock at all: no shares. None when no phase was timed."""
+    timed = {p: v for p, v in s.phases.items() if v}
+    if not timed:
+        return None
+    measured, unfinished, untimed = s.wall
+    wall = s.wall_s if measured else 0.0
+    rows = []
+    for phase, values in timed.items():
+        inside = s.phase_in_wall_s.get(phase, 0.0)
+        rows.append({"name": phase, "trials": len(values), "median_s": round(median(values), 1),
+                     "mean_s": round(sum(values) / len(values), 1), "total_s": round(sum(values), 1),
+                     "share_of_trial": round(inside / wall, 3) if wall > 0 else None})
+    if wall > 0:
+        rest = wall - sum(s.phase_in_wall_s.get(p, 0.0) for p in timed)
+        if rest < 0:
+            rows.append({"name": "overlap", "trials": None, "median_s": None, "mean_s": None,
+                         "total_s": round(-rest, 1), "share_of_trial": None})
+        else:
+            rows.append({"name": "unattributed", "trials": None, "median_s": None, "mean_s": None,
+                         "total_s": round(rest, 1), "share_of_trial": round(rest / wall, 3)})
+    setup = s.phases.get("environment_setup")
+    return {"trials_timed": max(len(v) for v in timed.values()),
+            "trials_with_wall_clock": measured, "trials_unfinished": unfinished, "trials_untimed": untimed,
+            "wall_clock_s": round(wall, 1),
+            "phases": rows,
+            "median_s": {p: round(median(v), 1) for p, v in sorted(timed.items())},
+            "share": {r["name"]: r["share_of_trial"] for r in rows if r["share_of_trial"] is not None},
+            "p90_environment_setup_s": round(quantile(setup, 0.9), 1) if setup else None}
 
 def normalized_stop_reason(value: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", value.strip().lower()).strip("_")

@@ -53,14 +53,28 @@ def _reference(obj: dict) -> dict:
     for phase in T.PHASES:
         block = obj.get(phase)
         a, b = _dig(block, "started_at"), _dig(block, "finished_at")
-        if isinstance(block, dict) and isinstance(a, str) and isinstance(b, str):
+        if isinstance(block, dict) and isinstance(a, str) and isinstance(b, str) and _offset(a) == _offset(b):
             a, b = parse_iso(a), parse_iso(b)
             if a is not None and b is not None and b >= a:
                 phases[phase] = b - a
     started = obj.get("started_at")
+    start = parse_iso(started) if isinstance(started, str) else None
+    finished = obj.get("finished_at")
+    wall, state = None, T.WALL_UNFINISHED
+    if finished is not None:
+        state = T.WALL_UNTIMED
+        end = parse_iso(finished) if isinstance(finished, str) else None
+        if isinstance(started, str) and isinstance(finished, str) and _offset(started) == _offset(finished) \
+                and start is not None and end is not None and end >= start:
+            wall, state = end - start, T.WALL_MEASURED
     return {"reward": reward, "exception": exception, "turns": turns,
             "stop_reason": stop.strip()[:T.STOP_REASON_MAX_CHARS] if stop else None,
-            "phases": phases, "started_at": parse_iso(started) if isinstance(started, str) else None}
+            "phases": phases, "started_at": start, "wall_s": wall, "wall_state": state}
+
+
+def _offset(text: str) -> bool:
+    """A time naming its offset; a naive time paired with an aware one has no duration."""
+    return any(ch in "Zz+-" for ch in str(text)[11:])
 
 
 def _outcome(fn, *args):
@@ -76,7 +90,7 @@ def _engine_fields(engine: str, monkeypatch, obj) -> dict:
     read = T.TrialRead(name="t", completed=True)
     T._from_result(read, obj)
     return {"reward": read.reward, "exception": read.exception, "turns": read.turns, "stop_reason": read.stop_reason,
-            "phases": read.phases, "started_at": read.started_at}
+            "phases": read.phases, "started_at": read.started_at, "wall_s": read.wall_s, "wall_state": read.wall_state}
 
 
 # ---------------------------------------------------------------- objects JSON never makes
@@ -172,7 +186,7 @@ _SHAPE = {"verifier_result": {"rewards": {"reward": None}}, "result": {"reward":
           "reward": None, "exception_info": {"exception_type": None},
           "agent_result": {"metadata": {"n_episodes": None, "stop_reason": None, "finish_reason": None,
                                         "exit_reason": None, "termination_reason": None}, "stop_reason": None},
-          "stop_reason": None, "failure_mode": None, "started_at": _TIME, **{p: _PHASE for p in T.PHASES}}
+          "stop_reason": None, "failure_mode": None, "started_at": _TIME, "finished_at": _TIME, **{p: _PHASE for p in T.PHASES}}
 
 
 def _leaf(rng: random.Random, sub, odd: bool):
