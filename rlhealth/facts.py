@@ -91,6 +91,10 @@ class JobMeasured(Fact):
     evidence_age_s: float | None = None
     """Evaluation time minus the newest evidence time (sync, capture or newest timestamped line)."""
     evidence_time: str | None = None
+    evaluation_time: str | None = None
+    """The evaluation time (--now, else the clock)."""
+    evidence_ahead_s: float | None = None
+    """How far the newest evidence time lies after the evaluation time (None when it does not)."""
     max_age_s: float
     """The freshness limit given on the command line (--max-age)."""
     capture_age_s: float | None = None

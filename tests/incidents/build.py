@@ -748,6 +748,29 @@ def stale_evidence(b_root):
 
 
 @incident
+def evidence_after_now(b_root):
+    b = agentic_running(b_root, synced=125)
+    healthy_trials(b)
+    return dict(now=iso(at(125 - 150)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="ERROR"), restarts=dict(burned=0, same_failure=False), fired=["liveness.evidence_after_now"],
+                evidence=[dict(gate="liveness", contains="synced_at")],
+                finding_contains=dict(liveness="evidence from the future: the newest evidence 2026-08-01T14:05:00Z is 9000s after the "
+                                                "evaluation time 2026-08-01T11:35:00Z"),
+                description="--now is 2.5 hours before the syncdown (a capture from the future of the evaluation time): "
+                            "ERROR naming both times, not a confident verdict on ages that are negative.")
+
+
+@incident
+def evidence_slightly_after_now(b_root):
+    b = agentic_running(b_root, synced=125)
+    healthy_trials(b)
+    return dict(now=iso(at(125 - 2)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.progressing"], evidence=[],
+                description="--now two minutes before the syncdown: within the clock-skew allowance, judged as usual.")
+
+
+@incident
 def metrics_parse_failure(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(125))
     lines = training_log(12)
