@@ -91,10 +91,6 @@ class JobMeasured(Fact):
     evidence_age_s: float | None = None
     """Evaluation time minus the newest evidence time (sync, capture or newest timestamped line)."""
     evidence_time: str | None = None
-    evaluation_time: str | None = None
-    """The evaluation time (--now, else the clock)."""
-    evidence_ahead_s: float | None = None
-    """How far the newest evidence time lies after the evaluation time (None when it does not)."""
     max_age_s: float
     """The freshness limit given on the command line (--max-age)."""
     capture_age_s: float | None = None
@@ -122,6 +118,10 @@ class JobMeasured(Fact):
     enforce_eager: bool | None = None
     enforce_eager_source: str | None = None
     current_attempt: int = 0
+    evaluation_time: str | None = None
+    """The evaluation time (--now, else the clock)."""
+    evidence_ahead_s: float | None = None
+    """How far the newest evidence time lies after the evaluation time (None when it does not)."""
 
 
 class TrainerMeasured(Fact):

@@ -1259,6 +1259,35 @@ def gpu_memory_pinned_stalled(b_root):
                 description="Live polls: policy GPU memory pinned at the total while the trainer is frozen (VRAM exhausted).")
 
 
+def pinned_cadence(b_root, policy_util):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(114))
+    b.lines("finelog.log", training_log(8, engines=1))
+    b.capture(at(115), polls=polls({"policy": policy_util, "inference": 0.0}, start=at(114.5), mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []})
+    return b
+
+
+@incident
+def gpu_memory_pinned_cadence(b_root):
+    pinned_cadence(b_root, 0.0)
+    return dict(now=iso(at(115.5)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL", resources="FAIL"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["trainer.frozen_live_policy_idle", "resources.gpu_memory_pinned_stalled", "liveness.wedge_live_policy_idle"],
+                finding_contains=dict(liveness="(> 1791s)"), evidence=[],
+                description="Live polls: every policy GPU at memory.total with 0% utilization while the trainer has been silent "
+                            "for ~3.5 step cadences (under the fixed 45-minute floor): the cadence multiple sets the limit.")
+
+
+@incident
+def gpu_memory_high_cadence_busy(b_root):
+    pinned_cadence(b_root, 88.0)
+    return dict(now=iso(at(115.5)), verdict="NO-KILL", mode="standard", terminal=False, gates=dict(liveness="PASS", resources="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.progressing"], evidence=[],
+                description="The same silence and near-total memory, but the policy GPUs compute in the live polls: a long step; "
+                            "the fixed floor stays and nothing is frozen.")
+
+
 @incident
 def kv_cache_pressure_long_context(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(155))
