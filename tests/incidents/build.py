@@ -439,6 +439,37 @@ def slurm_host_oom_cgroup(b_root):
                 description="Slurm >=23.02 cgroup OOM wording in the job's .out.")
 
 
+def slurm_oom_terminal(b_root, oom: bool):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48302", jupiter=True, synced=at(100),
+               extra_manifest={"job": {"cluster": {"name": "jsc-jupiter"}, "job_id": "48302", "state": "failed",
+                                       "entrypoint": "", "submitted_at_ms": 0}})
+    lines = training_log(6, stats_era="v1-early", engines=1)
+    lines += ["[0]: exitcode  : -9 (pid: 259501) error_file: <N/A> traceback : Signal 9 (SIGKILL) received by PID 259501",
+              "srun: error: jwb0042: task 0: Killed"]
+    if oom:
+        lines += ["slurmstepd: error: Detected 1 oom_kill event in StepId=48302.0. Some of the step tasks have been OOM Killed."]
+    b.lines("finelog.log", lines)
+
+
+@incident
+def slurm_host_oom_terminal(b_root):
+    slurm_oom_terminal(b_root, oom=True)
+    return dict(now=iso(at(105)), verdict="NO-KILL", mode="standard", terminal=True,
+                gates=dict(liveness="FAIL", resources="FAIL"), restarts=dict(burned=1, same_failure=False),
+                signatures=["host_oom_cgroup"], fired=["resources.host_oom_ended_attempt"],
+                evidence=[dict(gate="resources", contains="Detected 1 oom_kill event in StepId=48302.0")],
+                description="A Slurm step killed by the cgroup OOM killer (SIGKILL, task Killed, then slurmstepd's oom_kill event); "
+                            "the job is FAILED: RESOURCES names the host OOM instead of 'no OOM'.")
+
+
+@incident
+def slurm_killed_terminal_no_oom(b_root):
+    slurm_oom_terminal(b_root, oom=False)
+    return dict(now=iso(at(105)), verdict="NO-KILL", mode="standard", terminal=True,
+                gates=dict(liveness="FAIL", resources="PASS"), restarts=dict(burned=1, same_failure=False),
+                evidence=[], description="The same SIGKILLed step with no oom_kill event: not blamed on host memory.")
+
+
 # ----------------------------------------------------------------------------------------------- rollouts
 def agentic_running(b_root, steps=10, synced=125, reward=None):
     """An agentic run at ``steps``; ``reward`` fixes the trainer's logged reward (0.0 when every trial scores 0)."""
