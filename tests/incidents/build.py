@@ -10,6 +10,7 @@ Golden Markdown reports are (re)written by `scripts/test --update-golden` after 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -1629,6 +1630,42 @@ def engine_missing(b_root):
                 evidence=[dict(gate="resources", contains='"num_inference_engines": 4')],
                 description="num_inference_engines=4 in the resolved configuration, but only three engines print stats through 12 steps: "
                             "one configured engine never came up (RESOURCES FAIL quoting the configuration line, naming the engines seen).")
+
+
+ACTOR_PREFIX_RE = re.compile(r"^\(AsyncVLLMInferenceEngine pid=\d+, ip=[0-9.]+\) ")
+
+
+def indexed_engines(b_root, engines):
+    """One process serving several data-parallel engines: stats lines without a Ray actor prefix,
+    each engine named only by its ``Engine NNN`` index."""
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", [ACTOR_PREFIX_RE.sub("", line) for line in training_log(12, stats_era="v1", engines=engines)])
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              job=engines_job_json(4),
+              pods=engine_pods({"iris-alice-rl-qwen8b-tb-0-1a2b3c-0": "10.1.2.2", "iris-alice-rl-qwen8b-tb-1-9f8e7d-0": "10.1.2.3"}))
+    healthy_trials(b)
+
+
+@incident
+def engine_missing_by_index(b_root):
+    indexed_engines(b_root, 3)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_missing", "verdict.kill_hard_failure"],
+                finding_contains=dict(resources="3 of 4 configured engine(s) print stats"),
+                evidence=[dict(gate="resources", contains='"num_inference_engines": 4')],
+                description="Four engines configured; the stats lines carry no process prefix, only Engine 000-002: the index tells "
+                            "the engines apart, so the missing fourth is RESOURCES FAIL (not 'engine count not judged').")
+
+
+@incident
+def engines_present_by_index(b_root):
+    indexed_engines(b_root, 4)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_generating"], evidence=[],
+                description="The same prefix-less stats lines from Engine 000-003: every configured engine accounted for.")
 
 
 @incident
