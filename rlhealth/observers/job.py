@@ -194,3 +194,21 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         enforce_eager=eager, enforce_eager_source=eager_source, current_attempt=current_attempt(obs))
     obs.add(fact)
     obs.job = fact.model_dump()
+
+
+def identity(obs) -> dict:
+    """The job's identity as measured: model (path, active parameters), GPU type, configured engine
+    count and stage (bring-up before the first completed step, training after it), each with the
+    source it was read from (a file:line, a configuration source or ``given``)."""
+    job = obs.job or {}
+    trainer = next((f for f in obs.facts if f.kind == "trainer"), None)
+    configured = next((f for f in obs.facts if f.kind == "engines_configured"), None)
+    stage, stage_source = None, None
+    if trainer is not None and trainer.trainer_lines + trainer.launch_lines > 0:
+        stage = "training" if trainer.steps_completed >= 1 else "bring-up"
+        stage_source = f"trainer progress: {trainer.steps_completed} completed step(s)"
+    return {"model": job.get("model_name"), "model_source": job.get("model_source"),
+            "active_params_b": job.get("active_params_b"), "gpu": job.get("gpu"), "gpu_source": job.get("gpu_source"),
+            "engines": configured.expected if configured is not None else job.get("num_inference_engines"),
+            "engines_source": configured.source if configured is not None else None,
+            "stage": stage, "stage_source": stage_source}
