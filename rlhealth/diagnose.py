@@ -15,6 +15,7 @@ from rlhealth.derivation import Derivation
 from rlhealth.engine import EngineError, EngineResult, run_rules
 from rlhealth.facts import GATES, Derived, Evidence
 from rlhealth.observers import Observation, observe
+from rlhealth.observers.job import identity as job_identity
 from rlhealth.probes.bundle import read_bundle
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.report import AttemptReport, GateReport, JobRef, Report, RestartsReport
@@ -105,7 +106,7 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
                               evidence=derivation.quoted(restarts_gate.fields.get("finding_id")) if restarts_gate else [])
     terminal = any(d.fields.get("name") == "job_terminal" for d in result.derived)
     handoff = _handoff(verdict, decided, standing, restarts_gate, result, derivation) if verdict == "KILL" else None
-    return Report(job=_job_ref(obs), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
+    return Report(job=_job_ref(obs), identity=job_identity(obs), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
                   evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), verdict=verdict, confidence=confidence,
                   mode=str(obs.job.get("mode") or "unknown"), mode_source=str(obs.job.get("mode_source") or ""),
                   terminal=terminal, restarts=restarts, gates=gates,

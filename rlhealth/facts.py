@@ -120,6 +120,10 @@ class JobMeasured(Fact):
     enforce_eager: bool | None = None
     enforce_eager_source: str | None = None
     current_attempt: int = 0
+    evaluation_time: str | None = None
+    """The evaluation time (--now, else the clock)."""
+    evidence_ahead_s: float | None = None
+    """How far the newest evidence time lies after the evaluation time (None when it does not)."""
 
 
 class TrainerMeasured(Fact):

@@ -88,6 +88,8 @@ class Report(BaseModel):
     measurement and missing nodes; ``from`` lists the ids a node was derived from)."""
     why: list[str] = Field(default_factory=list)
     """The chain that decided the verdict, as the Markdown WHY block prints it."""
+    identity: dict[str, Any] | None = None
+    """What job was judged: model, active parameters, GPU type, configured engines, stage, each with its source."""
     given: dict[str, Any] | None = None
     """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
     next_action_machine: dict[str, Any] | None = None

@@ -69,10 +69,15 @@ class Engine:
     label: str
     samples: list = field(default_factory=list)
     sources: set = field(default_factory=set)
+    index: str | None = None
+    """The ``Engine NNN`` index of a file-scoped engine."""
+    indexed: bool = False
+    """A file-scoped engine told apart by its ``Engine NNN`` index: its file carries several distinct
+    indices (one process serving several data-parallel engines, each logging its own index)."""
 
     @property
     def attributed(self) -> bool:
-        return self.pid is not None
+        return self.pid is not None or self.indexed
 
 
 def raw_identity(sample, addresses: dict[str, str]) -> tuple[tuple, str]:
@@ -134,11 +139,18 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
             ident, label = found
             engine = engines.get(ident)
             if engine is None:
-                engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None, label=label)
+                engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None, label=label,
+                                                 index=ident[2] if ident[0] == "file" else None)
             engine.samples.append(sample)
             engine.sources.add(sample.source)
     _merge_into_unique(engines, "pod", ("ip",))
     _merge_into_unique(engines, "stream", ("ip", "pod"))
+    indices: dict[str, set] = {}
+    for ident, engine in engines.items():
+        if ident[0] == "file" and engine.index is not None:
+            indices.setdefault(ident[1], set()).add(engine.index)
+    for ident, engine in engines.items():
+        engine.indexed = ident[0] == "file" and engine.index is not None and len(indices.get(ident[1], ())) > 1
     out = []
     for engine in engines.values():
         seen, unique = set(), []

@@ -213,7 +213,8 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         backend=str(capture.get("backend") or ("slurm" if read.layout == "jupiter" else "iris")),
         layout=read.layout, state=state, state_source=state_source,
         evidence_age_s=rounded(max(0.0, obs.now - newest)) if newest is not None else None,
-        evidence_time=iso(newest), max_age_s=max_age_s,
+        evidence_time=iso(newest), evaluation_time=iso(obs.now),
+        evidence_ahead_s=rounded(newest - obs.now) if newest is not None and newest > obs.now else None, max_age_s=max_age_s,
         capture_age_s=rounded(obs.now - read.captured_at) if read.captured_at is not None and read.capture_dir else None,
         has_manifest=read.manifest is not None, has_capture=read.capture_dir is not None, pods_listed=pods_listed,
         gpu_poll_rows=len(read.gpu_polls), stack_samples=len(read.stacks), log_files=len(read.log_files),
@@ -223,3 +224,21 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         enforce_eager=eager, enforce_eager_source=eager_source, current_attempt=current_attempt(obs))
     obs.add(fact)
     obs.job = fact.model_dump()
+
+
+def identity(obs) -> dict:
+    """The job's identity as measured: model (path, active parameters), GPU type, configured engine
+    count and stage (bring-up before the first completed step, training after it), each with the
+    source it was read from (a file:line, a configuration source or ``given``)."""
+    job = obs.job or {}
+    trainer = next((f for f in obs.facts if f.kind == "trainer"), None)
+    configured = next((f for f in obs.facts if f.kind == "engines_configured"), None)
+    stage, stage_source = None, None
+    if trainer is not None and trainer.trainer_lines + trainer.launch_lines > 0:
+        stage = "training" if trainer.steps_completed >= 1 else "bring-up"
+        stage_source = f"trainer progress: {trainer.steps_completed} completed step(s)"
+    return {"model": job.get("model_name"), "model_source": job.get("model_source"),
+            "active_params_b": job.get("active_params_b"), "gpu": job.get("gpu"), "gpu_source": job.get("gpu_source"),
+            "engines": configured.expected if configured is not None else job.get("num_inference_engines"),
+            "engines_source": configured.source if configured is not None else None,
+            "stage": stage, "stage_source": stage_source}

@@ -10,6 +10,7 @@ Golden Markdown reports are (re)written by `scripts/test --update-golden` after 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -576,6 +577,37 @@ def slurm_host_oom_cgroup(b_root):
                 description="Slurm >=23.02 cgroup OOM wording in the job's .out.")
 
 
+def slurm_oom_terminal(b_root, oom: bool):
+    b = Bundle(b_root, cluster="jsc-jupiter", job_id="/slurm/48302", jupiter=True, synced=at(100),
+               extra_manifest={"job": {"cluster": {"name": "jsc-jupiter"}, "job_id": "48302", "state": "failed",
+                                       "entrypoint": "", "submitted_at_ms": 0}})
+    lines = training_log(6, stats_era="v1-early", engines=1)
+    lines += ["[0]: exitcode  : -9 (pid: 259501) error_file: <N/A> traceback : Signal 9 (SIGKILL) received by PID 259501",
+              "srun: error: jwb0042: task 0: Killed"]
+    if oom:
+        lines += ["slurmstepd: error: Detected 1 oom_kill event in StepId=48302.0. Some of the step tasks have been OOM Killed."]
+    b.lines("finelog.log", lines)
+
+
+@incident
+def slurm_host_oom_terminal(b_root):
+    slurm_oom_terminal(b_root, oom=True)
+    return dict(now=iso(at(105)), verdict="NO-KILL", mode="standard", terminal=True,
+                gates=dict(liveness="FAIL", resources="FAIL"), restarts=dict(burned=1, same_failure=False),
+                signatures=["host_oom_cgroup"], fired=["resources.host_oom_ended_attempt"],
+                evidence=[dict(gate="resources", contains="Detected 1 oom_kill event in StepId=48302.0")],
+                description="A Slurm step killed by the cgroup OOM killer (SIGKILL, task Killed, then slurmstepd's oom_kill event); "
+                            "the job is FAILED: RESOURCES names the host OOM instead of 'no OOM'.")
+
+
+@incident
+def slurm_killed_terminal_no_oom(b_root):
+    slurm_oom_terminal(b_root, oom=False)
+    return dict(now=iso(at(105)), verdict="NO-KILL", mode="standard", terminal=True,
+                gates=dict(liveness="FAIL", resources="PASS"), restarts=dict(burned=1, same_failure=False),
+                evidence=[], description="The same SIGKILLed step with no oom_kill event: not blamed on host memory.")
+
+
 # ----------------------------------------------------------------------------------------------- rollouts
 def agentic_running(b_root, steps=10, synced=125, reward=None):
     """An agentic run at ``steps``; ``reward`` fixes the trainer's logged reward (0.0 when every trial scores 0)."""
@@ -931,6 +963,29 @@ def stale_evidence(b_root):
                 gates=dict(liveness="ERROR"), restarts=dict(burned=0, same_failure=False), fired=["liveness.stale_evidence"],
                 evidence=[dict(gate="liveness", contains="synced_at")], finding_contains=dict(liveness="stale"),
                 description="The syncdown is 3 hours old and no newer capture exists: stale beyond --max-age.")
+
+
+@incident
+def evidence_after_now(b_root):
+    b = agentic_running(b_root, synced=125)
+    healthy_trials(b)
+    return dict(now=iso(at(125 - 150)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="ERROR"), restarts=dict(burned=0, same_failure=False), fired=["liveness.evidence_after_now"],
+                evidence=[dict(gate="liveness", contains="synced_at")],
+                finding_contains=dict(liveness="evidence from the future: the newest evidence 2026-08-01T14:05:00Z is 9000s after the "
+                                                "evaluation time 2026-08-01T11:35:00Z"),
+                description="--now is 2.5 hours before the syncdown (a capture from the future of the evaluation time): "
+                            "ERROR naming both times, not a confident verdict on ages that are negative.")
+
+
+@incident
+def evidence_slightly_after_now(b_root):
+    b = agentic_running(b_root, synced=125)
+    healthy_trials(b)
+    return dict(now=iso(at(125 - 2)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.progressing"], evidence=[],
+                description="--now two minutes before the syncdown: within the clock-skew allowance, judged as usual.")
 
 
 @incident
@@ -1519,6 +1574,35 @@ def gpu_memory_pinned_stalled(b_root):
                 description="Live polls: policy GPU memory pinned at the total while the trainer is frozen (VRAM exhausted).")
 
 
+def pinned_cadence(b_root, policy_util):
+    b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(114))
+    b.lines("finelog.log", training_log(8, engines=1))
+    b.capture(at(115), polls=polls({"policy": policy_util, "inference": 0.0}, start=at(114.5), mem=81500), job_id="/alice/rl-qwen8b-gsm8k",
+              state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                     "attempts": []})
+    return b
+
+
+@incident
+def gpu_memory_pinned_cadence(b_root):
+    pinned_cadence(b_root, 0.0)
+    return dict(now=iso(at(115.5)), verdict="KILL", mode="standard", terminal=False, gates=dict(liveness="FAIL", resources="FAIL"),
+                restarts=dict(burned=0, same_failure=False),
+                fired=["trainer.frozen_live_policy_idle", "resources.gpu_memory_pinned_stalled", "liveness.wedge_live_policy_idle"],
+                finding_contains=dict(liveness="(> 1791s)"), evidence=[],
+                description="Live polls: every policy GPU at memory.total with 0% utilization while the trainer has been silent "
+                            "for ~3.5 step cadences (under the fixed 45-minute floor): the cadence multiple sets the limit.")
+
+
+@incident
+def gpu_memory_high_cadence_busy(b_root):
+    pinned_cadence(b_root, 88.0)
+    return dict(now=iso(at(115.5)), verdict="NO-KILL", mode="standard", terminal=False, gates=dict(liveness="PASS", resources="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.progressing"], evidence=[],
+                description="The same silence and near-total memory, but the policy GPUs compute in the live polls: a long step; "
+                            "the fixed floor stays and nothing is frozen.")
+
+
 @incident
 def kv_cache_pressure_long_context(b_root):
     b = Bundle(b_root, job_id="/alice/rl-qwen8b-gsm8k", entrypoint=STANDARD_EP, synced=at(155))
@@ -1871,6 +1955,42 @@ def engine_missing(b_root):
                 evidence=[dict(gate="resources", contains='"num_inference_engines": 4')],
                 description="num_inference_engines=4 in the resolved configuration, but only three engines print stats through 12 steps: "
                             "one configured engine never came up (RESOURCES FAIL quoting the configuration line, naming the engines seen).")
+
+
+ACTOR_PREFIX_RE = re.compile(r"^\(AsyncVLLMInferenceEngine pid=\d+, ip=[0-9.]+\) ")
+
+
+def indexed_engines(b_root, engines):
+    """One process serving several data-parallel engines: stats lines without a Ray actor prefix,
+    each engine named only by its ``Engine NNN`` index."""
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", [ACTOR_PREFIX_RE.sub("", line) for line in training_log(12, stats_era="v1", engines=engines)])
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              job=engines_job_json(4),
+              pods=engine_pods({"iris-alice-rl-qwen8b-tb-0-1a2b3c-0": "10.1.2.2", "iris-alice-rl-qwen8b-tb-1-9f8e7d-0": "10.1.2.3"}))
+    healthy_trials(b)
+
+
+@incident
+def engine_missing_by_index(b_root):
+    indexed_engines(b_root, 3)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_missing", "verdict.kill_hard_failure"],
+                finding_contains=dict(resources="3 of 4 configured engine(s) print stats"),
+                evidence=[dict(gate="resources", contains='"num_inference_engines": 4')],
+                description="Four engines configured; the stats lines carry no process prefix, only Engine 000-002: the index tells "
+                            "the engines apart, so the missing fourth is RESOURCES FAIL (not 'engine count not judged').")
+
+
+@incident
+def engines_present_by_index(b_root):
+    indexed_engines(b_root, 4)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_generating"], evidence=[],
+                description="The same prefix-less stats lines from Engine 000-003: every configured engine accounted for.")
 
 
 @incident
