@@ -358,6 +358,9 @@ class _Host(durable_engine.Host):
 
     def __init__(self, run: _Run):
         self._run_state = run
+        self.state_created = False
+        """Facts reached the engine and none was refused, so the run's state is whole (``close`` frees
+        it); a run whose state was never made or was left half-built leaks it rather than abort."""
         super().__init__()
 
     def _run(self):
@@ -366,10 +369,11 @@ class _Host(durable_engine.Host):
     def close(self) -> None:
         """Free the engine's C-side rulesets of this host."""
         for ruleset in self._ruleset_list:
-            try:
-                durable_rules_engine.delete_state(ruleset._handle, None)
-            except Exception:  # no state was created (no fact asserted): nothing to release
-                pass
+            if self.state_created:      # delete_state aborts the process (C) without a whole state
+                try:
+                    durable_rules_engine.delete_state(ruleset._handle, None)
+                except Exception:  # nothing to release
+                    pass
             try:
                 durable_rules_engine.delete_ruleset(ruleset._handle)
             except Exception:  # already freed / never created: nothing to release
@@ -441,9 +445,12 @@ def _run_rules(rules: list[RuleSpec], facts: list[Fact], thresholds: dict[str, f
         for payload in payloads:
             try:
                 host.assert_fact(name, payload)
+                host.state_created = True
             except durable_engine.MessageNotHandledException:
+                host.state_created = True
                 continue
             except Exception as exc:
+                host.state_created = False      # a refused fact leaves the state half-built: freeing it aborts
                 raise EngineError(f"asserting fact {payload['id']}: {type(exc).__name__}: {exc}") from exc
             if run.errors:
                 break
