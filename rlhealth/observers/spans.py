@@ -11,6 +11,8 @@ listed without one.
 """
 from __future__ import annotations
 
+from math import fsum
+
 import math
 from statistics import median
 
@@ -63,7 +65,7 @@ def span_table(steps: list[dict[str, float]]) -> list[dict]:
     values = {k: [row[k] for row in steps if k in row] for k in recorded}
 
     def mean(name: str) -> float:
-        return sum(values[name]) / len(values[name])
+        return fsum(values[name]) / len(values[name])
 
     def row(name: str, within: str | None, share: float | None) -> dict:
         v = values[name]
@@ -75,7 +77,7 @@ def span_table(steps: list[dict[str, float]]) -> list[dict]:
         # a step on which the span did not run is one on which it took no time: the children and
         # the remainder of a container then sum to it
         parts = [r.get(name, 0.0) / r[parent] for r in steps if r.get(parent, 0.0) > 0]
-        return sum(parts) / len(parts) if parts else None
+        return fsum(parts) / len(parts) if parts else None
 
     if STEP not in recorded:
         return [row(k, None, None) for k in sorted(recorded)]
@@ -95,15 +97,15 @@ def span_table(steps: list[dict[str, float]]) -> list[dict]:
     subtree(STEP)
     direct = children.get(STEP, [])
     timed = [r for r in steps if STEP in r]
-    rest = [r[STEP] - sum(r.get(c, 0.0) for c in direct) for r in timed]
-    mean_rest = sum(rest) / len(rest)
+    rest = [r[STEP] - fsum(r.get(c, 0.0) for c in direct) for r in timed]
+    mean_rest = fsum(rest) / len(rest)
     remainder = {"within": STEP, "declared": True, "median_s": None, "last_s": None, "n": len(rest)}
     if mean_rest < 0:
         rows.append({"phase": "overlap", **remainder, "mean_s": _r(-mean_rest), "share_of_within": None})
     else:
         parts = [x / r[STEP] for x, r in zip(rest, timed) if r[STEP] > 0]
         rows.append({"phase": "unattributed", **remainder, "mean_s": _r(mean_rest),
-                     "share_of_within": round(sum(parts) / len(parts), 3) if parts else None})
+                     "share_of_within": round(fsum(parts) / len(parts), 3) if parts else None})
     for root in children.get(None, []):
         rows.append(row(root, None, None))
         subtree(root)
@@ -130,6 +132,6 @@ def stacked_parts(steps: list[dict[str, float]]) -> dict[str, list[float | None]
         return {}
     direct = sorted(n for n in recorded & set(CONTAINERS) if n != STEP and container(n, recorded) == STEP)
     parts: dict[str, list[float | None]] = {n: [r.get(n) for r in steps] for n in direct}
-    parts["unattributed"] = [max(0.0, r[STEP] - sum(r.get(n, 0.0) for n in direct)) if STEP in r else None
+    parts["unattributed"] = [max(0.0, r[STEP] - fsum(r.get(n, 0.0) for n in direct)) if STEP in r else None
                              for r in steps]
     return parts

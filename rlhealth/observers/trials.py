@@ -1,6 +1,8 @@
 """trials: the agentic trial summary from trace_jobs/ (current generation), and the duty cycle."""
 from __future__ import annotations
 
+from math import fsum
+
 import re
 from collections import Counter
 
@@ -135,10 +137,10 @@ def duty_cycle(s) -> dict | None:
     for phase, values in timed.items():
         inside = s.phase_in_wall_s.get(phase, 0.0)
         rows.append({"name": phase, "trials": len(values), "median_s": round(median(values), 1),
-                     "mean_s": round(sum(values) / len(values), 1), "total_s": round(sum(values), 1),
+                     "mean_s": round(fsum(values) / len(values), 1), "total_s": round(fsum(values), 1),
                      "share_of_trial": round(inside / wall, 3) if wall > 0 else None})
     if wall > 0:
-        rest = wall - sum(s.phase_in_wall_s.get(p, 0.0) for p in timed)
+        rest = wall - fsum(s.phase_in_wall_s.get(p, 0.0) for p in timed)
         if rest < 0:
             rows.append({"name": "overlap", "trials": None, "median_s": None, "mean_s": None,
                          "total_s": round(-rest, 1), "share_of_trial": None})
