@@ -164,8 +164,8 @@ class SignatureMeasured(Fact):
     """A trainer progress line follows the current attempt's last occurrence (by time, else by line
     in one file); False also when nothing orders them (see ``placed``)."""
     placed: bool = True
-    """Time or file order places the occurrence against trainer progress; False for an undated line
-    of a file without progress lines (it is never placed before or after progress)."""
+    """False for an undated occurrence that neither time nor file order places against trainer
+    progress (it is never placed before or after progress); a dated one is always placed."""
     first_error: bool = False
     """Its occurrence is the first causal error of the current attempt (earliest primary error)."""
     transient: bool

@@ -45,7 +45,7 @@ def observe(obs: Observation) -> None:
             severity=sig.severity, gate=sig.gate, title=sig.title, count=agg.count, files=len(agg.files),
             in_current_attempt=cur_first is not None,
             progress_after=bool(placed := progress_after(cur_last, obs.last_progress)) if cur_first is not None else False,
-            placed=placed is not None if cur_first is not None else True,
+            placed=placed is not None or cur_last.ts is not None if cur_first is not None else True,
             first_error=sig_id == first_sig and cur_first is not None, transient=sig.transient,
             remediation=sig.remediation))
     for sig_id, n in sorted(read.suppressed.items()):

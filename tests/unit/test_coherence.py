@@ -67,4 +67,4 @@ def test_libraries_load_only_when_an_output_is_measured():
             "coherence.measure('I will read the failing test first and then fix the parser so the case passes.', sample_chars=4000, "
             "min_zipf=3.0, min_language_letters=20)\n"
             "assert 'lingua' in sys.modules and 'wordfreq' not in sys.modules\n")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-P", "-c", code], check=True, cwd="/")   # the installed package, not the tree
