@@ -90,8 +90,9 @@ def numeric_metrics(payload: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def parse_wandb_mirror(text: str) -> tuple[str, int, dict[str, float] | None] | None:
-    """``(kind, step, metrics)`` of a WANDB_MIRROR line; metrics None if the payload is malformed."""
+def wandb_mirror_payload(text: str) -> tuple[str, int, dict[str, Any] | None] | None:
+    """``(kind, step, payload)`` of a WANDB_MIRROR line, the payload as written (values not yet
+    made numbers); payload None if it is not a JSON object."""
     m = WANDB_RE.search(text)
     if not m:
         return None
@@ -102,6 +103,15 @@ def parse_wandb_mirror(text: str) -> tuple[str, int, dict[str, float] | None] | 
         return kind, step, None
     if not isinstance(payload, dict):
         return kind, step, None
+    return kind, step, payload
+
+
+def parse_wandb_mirror(text: str) -> tuple[str, int, dict[str, float] | None] | None:
+    """``(kind, step, metrics)`` of a WANDB_MIRROR line; metrics None if the payload is malformed."""
+    found = wandb_mirror_payload(text)
+    if found is None or found[2] is None:
+        return found
+    kind, step, payload = found
     metrics = numeric_metrics(payload)
     metrics.setdefault("trainer/global_step", float(step))
     return kind, step, metrics
@@ -109,6 +119,18 @@ def parse_wandb_mirror(text: str) -> tuple[str, int, dict[str, float] | None] | 
 
 def parse_dict_block(block_text: str) -> dict[str, float] | None:
     """Parse a legacy python-dict metrics block (single quotes, quoted floats)."""
+    payload = dict_block_payload(block_text)
+    if payload is None:
+        return None
+    metrics = numeric_metrics(payload)
+    if "trainer/global_step" in metrics and read_count(metrics["trainer/global_step"]) is None:
+        return None     # a step of 1e999, NaN or thousands of digits: no record
+    return metrics
+
+
+def dict_block_payload(block_text: str) -> dict[str, Any] | None:
+    """The payload of a legacy python-dict metrics block as written (values not yet made
+    numbers); None if the block does not parse or carries no ``trainer/global_step``."""
     start = block_text.rfind("{'")
     if start < 0:
         return None
@@ -127,10 +149,7 @@ def parse_dict_block(block_text: str) -> dict[str, float] | None:
             return None
     if not isinstance(payload, dict) or "trainer/global_step" not in payload:
         return None
-    metrics = numeric_metrics(payload)
-    if "trainer/global_step" in metrics and read_count(metrics["trainer/global_step"]) is None:
-        return None     # a step of 1e999, NaN or thousands of digits: no record
-    return metrics
+    return payload
 
 
 def metric(record_metrics: dict[str, float], name: str) -> float | None:

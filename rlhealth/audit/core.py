@@ -14,6 +14,8 @@ from rlhealth.audit import policy as P
 from rlhealth.audit.campaign import Campaign
 from rlhealth.audit.distcp import validate_distcp
 from rlhealth.audit import handoff as H
+from rlhealth.audit import baddata
+from rlhealth.audit.baddata import reward_keys
 from rlhealth.audit.traces import check_trace_root, monitor_mirror
 from rlhealth.audit.ranges import gaps as rank_gaps, is_full_range
 from rlhealth.audit.publication import find_trace_manifest, trace_manifest_check, verify_published
@@ -150,7 +152,8 @@ class Audit:
             return None, "latest_ckpt_global_step.txt absent"
         text = self.run.read_text(p, limit=4096)
         if text is None or not re.fullmatch(rf"\s*{COUNT}\s*", text):
-            self.problem("blocking", "latest-marker-invalid", f"{self.run.display(p)} is not an integer step")
+            shown = "unreadable" if text is None else repr(text.strip()[:80])
+            self.problem("blocking", "latest-marker-invalid", f"{self.run.display(p)}:1: {shown} is not an integer step")
             return None, "latest_ckpt_global_step.txt is not an integer"
         return int(text), self.run.display(p)
 
@@ -287,6 +290,24 @@ def _candidate(kind, path, step, checks, size):
     return {"id": ident, "kind": kind, "path": path, "step": step, "valid": valid, "checks": checks, "model_size": size}
 
 
+def refuse_bad_metric_data(a: Audit, facts: L.LogFacts) -> None:
+    """Malformed metric lines and non-numeric or missing rewards become problems naming file:line and value."""
+    for severity, code, message in baddata.problems(facts.refused):
+        a.problem(severity, code, message)
+
+
+def secret_scan_problems(a: Audit, scan: dict, prefix: str, where: str) -> None:
+    """A secret scan's findings (by file, line or row, shape; never the secret) and unscanned files."""
+    if scan["findings"]:
+        named = "; ".join(f"{f['file']}:{f['line']}" + (f" [{f['location']}]" if f.get("location") else "") + f" {f['shape']}"
+                          for f in scan["findings"][:10])
+        a.problem("blocking", f"{prefix}secrets-found", f"Credential-shaped text remains in {where}: "
+                  f"{len(scan['findings'])} finding(s): {named}" + (" ..." if len(scan["findings"]) > 10 else ""))
+    if scan["status"] == "incomplete":
+        a.problem("blocking", f"{prefix}secret-scan-incomplete", "some files could not be scanned: "
+                  + "; ".join(f"{s['file']} ({s['reason']})" for s in scan["skipped"] if s["reason"] != "binary")[:400])
+
+
 def build_record(run: Path, bundle: Path | None, export_dir: Path | None, published: Path | None,
                  policy: P.Policy | None, now: datetime, *, trace_root: Path | None = None,
                  campaign: Campaign | None = None, break_step: int | None = None,
@@ -308,7 +329,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     mode, mode_reason, mode_evidence = cfg.mode()
     settings = cfg.settings()
 
-    facts = L.scan_logs(a.log_files())
+    facts = L.scan_logs(a.log_files(), reward_keys(a.policy.params.get("metric") if a.policy else None))
     metrics = facts.metrics
     budget = settings.get("max_steps") if isinstance(settings.get("max_steps"), int) else None
     budget_source = "configuration max_steps" if budget is not None else None
@@ -416,10 +437,11 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                   "repeated_steps": facts.duplicate_steps,
                   "reward_key": "reward/avg_raw_reward" if any("reward/avg_raw_reward" in m for m in metrics.values()) else None}
         window["serializations"] = dict(sorted(facts.serializations.items()))
-        if facts.malformed:
+        if facts.malformed and not facts.refused["counts"].get("malformed_metric_line"):
             a.problem("warning", "metrics-malformed", f"{facts.malformed} metric line(s)/block(s) failed to parse")
     elif facts.attempts:
         a.problem("blocking", "metrics-absent", "logs present but no training metrics parsed (WANDB_MIRROR kind=train or python-dict blocks)")
+    refuse_bad_metric_data(a, facts)
 
     # ---- selection
     export_steps = {c["step"] for c in exports if c["valid"] and c["step"] is not None}
@@ -500,11 +522,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
             for chk in publication["weight_checks"]:
                 if chk["status"] == "fail":
                     a.problem("blocking", "published-weights-invalid", f"published weights: {chk['detail']}")
-            scan = publication["secret_scan"]
-            if scan["findings"]:
-                a.problem("blocking", "secrets-found", f"Credential-shaped text remains in the checked tree: {len(scan['findings'])} finding(s)")
-            if scan["status"] == "incomplete":
-                a.problem("blocking", "secret-scan-incomplete", "some text files could not be scanned: " + ", ".join(s["file"] for s in scan["skipped"] if s["reason"] != "binary")[:300])
+            secret_scan_problems(a, publication["secret_scan"], "", "the checked tree")
             te = publication["trace_export"]
             if te["passed"] is False:
                 a.problem("blocking", "trace-export", f"trace export manifest: {te['detail']}")
@@ -520,7 +538,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
             codes = {"trace_tar": "trace-tar-absent", "sync_manifest": "trace-objects-skipped", "extracted_trace_jobs": "trace-jobs-not-extracted",
                      "export_manifest": "trace-export-manifest-absent", "result_coverage": "trace-coverage-below-gate",
                      "result_count": "trace-result-count-mismatch", "shard_names": "trace-shard-names", "stale_shards": "trace-stale-shards",
-                     "staged_shards": "trace-shards-not-staged"}
+                     "staged_shards": "trace-shards-not-staged", "row_count": "trace-row-count-mismatch",
+                     "staged_rows": "trace-shard-unreadable"}
             for chk in trace_rebuild["checks"]:
                 if chk["status"] == "pass":
                     continue
@@ -530,11 +549,11 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
                 severity = "warning" if chk["status"] in ("could not check",) or chk["check"] == "staged_shards" else "blocking"
                 a.problem(severity, code, f"trace rebuild: {chk['check']} {chk['status']}: {chk['detail']}"
                           + (f" ({chk['path']})" if chk["path"] else ""))
+            secret_scan_problems(a, trace_rebuild["secret_scan"], "trace-", f"the trace rebuild ({a.trace_root.path})")
             if trace_rebuild["export_manifest"] and (publication is None or trace_export["status"] != "present"):
                 trace_export = {"status": "present", "path": trace_rebuild["export_manifest"],
                                 "result_coverage": trace_rebuild["result_coverage"],
-                                "passed": None if trace_rebuild["result_coverage"] is None else
-                                trace_rebuild["result_coverage"] >= trace_rebuild["coverage_gate"],
+                                "passed": next(c["status"] == "pass" for c in trace_rebuild["checks"] if c["check"] == "result_coverage"),
                                 "detail": next(c["detail"] for c in trace_rebuild["checks"] if c["check"] == "result_coverage")}
     elif mode == "agentic":
         a.problem("warning", "trace-rebuild-unchecked", "agentic run: no --trace-root, so the durable trace rebuild "
@@ -664,6 +683,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         "first_failure_cause": first_cause,
         "inventory": inv,
         "metrics": window,
+        "metric_data": facts.refused,
         "checkpoints": {"root": a.run.display(ck_root) if ck_root else None, "latest_marker": latest,
                         "saved_steps": sorted(ckpt_steps), "last_saved_step": max(ckpt_steps) if ckpt_steps else None,
                         "logged_saves": sorted(facts.saved_steps)},

@@ -8,8 +8,9 @@ The judgements are the diagnosis's own (one judgement, two commands):
   * metrics are read by ``probes.parse.trainer`` in every serialization the diagnosis reads
     (``WANDB_MIRROR`` JSON and the legacy python-dict blocks);
   * attempts split at the diagnosis's Iris boundary extractor (``x_boundary``).
-What only the audit needs -- revisions per attempt, logged checkpoint saves, resume points -- is a
-second streaming pass over the same files (reference marin-artifacts §5.4, log-formats §8.3).
+What only the audit needs -- revisions per attempt, logged checkpoint saves, resume points, and the
+metric data it refuses (``baddata``: malformed metric lines, non-numeric or missing rewards, by file,
+line and value) -- is a second streaming pass over the same files (reference marin-artifacts §5.4, log-formats §8.3).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlhealth.audit.baddata import MetricDataCheck, refusals
+from rlhealth.audit.baddata import reward_keys as baddata_reward_keys
 from rlhealth.audit.safefs import Root
 from rlhealth.catalog import load_catalog
 from rlhealth.first_error import first_causes
@@ -72,20 +75,25 @@ class LogFacts:
     progress_quote: dict | None = None
     revisions: list[dict] = field(default_factory=list)
     saved_steps: set[int] = field(default_factory=set)
+    refused: dict = field(default_factory=lambda: {"findings": [], "counts": {}})  # baddata.refusals
 
 
-def scan_logs(root_files: list[tuple[Root, Path, bool]]) -> LogFacts:
+def scan_logs(root_files: list[tuple[Root, Path, bool]], reward_keys: tuple[str, ...] = ()) -> LogFacts:
     """``root_files``: (root, path, split_by_boundary) in chronological order. A file that is not
-    split is one attempt (an HPC chain link); a split file starts a new attempt at each boundary."""
+    split is one attempt (an HPC chain link); a split file starts a new attempt at each boundary.
+    ``reward_keys``: the reward metrics whose values are checked (``baddata``)."""
     facts = LogFacts()
+    data = MetricDataCheck(reward_keys or baddata_reward_keys(None))
     for root, path, split in root_files:
         src = root.display(path)
         real = root.resolve(path)
         if real is None:
             continue
         facts.files.append(src)
-        file_attempts = _chain_pass(facts, root, path, src, split)
+        file_attempts = _chain_pass(facts, root, path, src, split, data)
+        data.end_file()
         _catalog_pass(facts, real, src, split, file_attempts)
+    facts.refused = refusals(data)
     high = None
     for a in facts.attempts:  # chronological: steps already logged when each attempt began
         a.steps_at_start = high
@@ -94,10 +102,11 @@ def scan_logs(root_files: list[tuple[Root, Path, bool]]) -> LogFacts:
     return facts
 
 
-def _chain_pass(facts: LogFacts, root: Root, path: Path, src: str, split: bool) -> list[Attempt]:
+def _chain_pass(facts: LogFacts, root: Root, path: Path, src: str, split: bool, data: MetricDataCheck) -> list[Attempt]:
     made: list[Attempt] = []
     cur: Attempt | None = None
     for n, line in root.lines(path):
+        data.feed(src, n, line)
         if cur is None or (split and BOUNDARY.search(line) and cur.start_line != n):
             if cur is not None:
                 cur.end_line = n - 1

@@ -8,6 +8,12 @@ mirror is evidence-only), the extracted ``trace_jobs/`` and, when the export was
 ``train-{idx:05d}.parquet`` shards. The monitor's ``trace_jobs/`` in the bundle mirrors only the
 newest traces fleet-wide: it is flagged as a sample, never taken as the source of record.
 
+The export's coverage is recomputed, never trusted as written: the rows of the staged shards (their
+parquet footers) over the ``result.json`` files of the extracted ``trace_jobs/``; a manifest whose
+``result_coverage`` or ``row_count`` disagrees with them fails. Every file under the root -- the
+tar's members, the extracted trials, the staged parquet rows -- is scanned for credential shapes
+(``publication.secret_scan``), never echoing one.
+
 Python measures (counts, names, coverage); the gate values and names are data (``rules/audit.yaml``).
 Every check is ``{"check", "status", "path", "detail"}`` with status ``pass`` / ``fail`` / ``absent``
 / ``could not check`` / ``sample``.
@@ -20,7 +26,8 @@ import re
 from pathlib import Path
 
 from rlhealth.audit.knowledge import audit_rules, threshold
-from rlhealth.audit.publication import trace_manifest_check
+from rlhealth.audit.publication import secret_scan, trace_manifest_check
+from rlhealth.audit.rows import row_count
 from rlhealth.audit.safefs import Root
 
 SEARCH_DEPTH = 3   # staged tree below the trace root: <root>/<staging>/<data>/...
@@ -121,34 +128,69 @@ def check_trace_root(root: Root) -> dict:
     if not manifest_dirs:
         checks.append(_check("export_manifest", "absent", f"no {export_name} under the trace root (export not staged with --stage-only)"))
     for d in manifest_dirs:
-        mc = trace_manifest_check((root, d / export_name), True)
-        manifest = manifest or {"dir": d, "doc": _json(root, d / export_name), "check": mc}
-        checks.append(_check("result_coverage", "pass" if mc["passed"] else "fail", mc["detail"], mc["path"]))
         doc = _json(root, d / export_name)
+        rows, row_checks = staged_rows(root, d, rules)
+        checks += row_checks
+        mc = trace_manifest_check((root, d / export_name), True, rows=rows, results=results,
+                                  rows_source="staged shards", results_source=f"extracted {rules['extracted_dir']}/")
+        manifest = manifest or {"dir": d, "doc": doc, "check": mc}
+        checks.append(_check("result_coverage", "pass" if mc["passed"] else "fail", mc["detail"], mc["path"]))
         rc = doc.get("result_count") if isinstance(doc, dict) else None
         if isinstance(rc, int) and not isinstance(rc, bool) and results is not None:
             same = rc == results
             checks.append(_check("result_count", "pass" if same else "fail",
                                  f"manifest result_count={rc}, extracted trace_jobs/ has {results} result.json"
                                  + ("" if same else ": the export was not built from this tree"), mc["path"]))
+        wc = doc.get("row_count") if isinstance(doc, dict) else None
+        if isinstance(wc, int) and not isinstance(wc, bool) and rows is not None:
+            same = wc == rows
+            checks.append(_check("row_count", "pass" if same else "fail",
+                                 f"manifest row_count={wc}, the staged shards hold {rows} row(s)"
+                                 + ("" if same else ": the manifest does not describe these shards"), mc["path"]))
     # 5. the staged shard set: deterministic names, contiguous, exactly the manifest's list
     if manifest is not None:
         checks += _shard_checks(root, manifest["dir"], manifest["doc"], rules)
     cov = next((c for c in checks if c["check"] == "result_coverage"), None)
+    secrets = secret_scan(root)
     return {"root": str(base), "checks": checks,
             "result_coverage": manifest["check"]["result_coverage"] if manifest else None,
             "coverage_gate": threshold("trace_min_result_coverage_ratio"),
             "export_manifest": manifest["check"]["path"] if manifest else None,
-            "complete": all(c["status"] == "pass" for c in checks) and cov is not None}
+            "secret_scan": secrets,
+            "complete": all(c["status"] == "pass" for c in checks) and cov is not None and secrets["status"] == "clean"}
 
 
-def _shard_checks(root: Root, d: Path, doc, rules: dict) -> list[dict]:
-    pattern = re.compile(rules["shard_pattern"])
+def _shards_on_disk(root: Root, d: Path, rules: dict) -> dict[str, Path]:
     on_disk = {}
     for sub in (d, d / "data"):
         for p in root.listdir(sub):
             if fnmatch.fnmatch(p.name, rules["shard_glob"]) and root.is_file(p):
-                on_disk[p.name] = root.rel(p)
+                on_disk[p.name] = p
+    return on_disk
+
+
+def staged_rows(root: Root, d: Path, rules: dict) -> tuple[int | None, list[dict]]:
+    """(rows of the staged shards beside the manifest, checks): None when no shard is staged or
+    one cannot be read (that shard is a failed ``staged_rows`` check naming it and why)."""
+    shards = _shards_on_disk(root, d, rules)
+    if not shards:
+        return None, []
+    total, bad = 0, []
+    for name in sorted(shards):
+        n, why = row_count(root, shards[name])
+        if n is None:
+            bad.append(f"{root.rel(shards[name])}: {why}")
+        else:
+            total += n
+    if bad:
+        return None, [_check("staged_rows", "fail", "staged shard(s) cannot be read, so their rows are uncounted and "
+                             "unscanned: " + "; ".join(bad[:5]), root.display(d))]
+    return total, [_check("staged_rows", "pass", f"{len(shards)} staged shard(s) hold {total} row(s)", root.display(d))]
+
+
+def _shard_checks(root: Root, d: Path, doc, rules: dict) -> list[dict]:
+    pattern = re.compile(rules["shard_pattern"])
+    on_disk = {name: root.rel(p) for name, p in _shards_on_disk(root, d, rules).items()}
     if not on_disk:
         return [_check("staged_shards", "absent", "no staged train-*.parquet beside the manifest: verify the remote shard list instead",
                        root.display(d))]

@@ -231,6 +231,23 @@ def schema():
 
 
 # ------------------------------------------------------------------ agentic hand-off fixtures
+def trace_row(i, content=None):
+    """One exported trace row as MarinSkyRL's export writes it (ShareGPT conversations)."""
+    return {"trial_name": f"task-{i}__Zx{i:04d}", "episode": "episode-0",
+            "conversations": [{"role": "user", "content": f"solve task {i}"},
+                              {"role": "assistant", "content": content or f"done with task {i}"}]}
+
+
+def write_rows(p: Path, rows: list[dict]):
+    """A real parquet shard (pyarrow) holding ``rows``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    schema = pa.schema([("trial_name", pa.string()), ("episode", pa.string()),
+                        ("conversations", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])))])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), str(p))
+    return p
+
+
 def make_trace_root(d: Path, *, job="rl-run", trials=40, objects_skipped=0, rows=None, shards=1,
                     stale_shard=False, list_shards=True, sync_manifest=True):
     """The trace rebuild of seed 002 step 5: <job>_trace_jobs.tar, its sync manifest, the extracted
@@ -253,10 +270,10 @@ def make_trace_root(d: Path, *, job="rl-run", trials=40, objects_skipped=0, rows
     stage = d / "staging"
     (stage / "data").mkdir(parents=True)
     names = [f"train-{i:05d}.parquet" for i in range(shards)]
-    for n in names:
-        (stage / "data" / n).write_bytes(b"PAR1" + b"\0" * 16 + b"PAR1")
+    for i, n in enumerate(names):
+        write_rows(stage / "data" / n, [trace_row(r) for r in range(rows) if r % shards == i])
     if stale_shard:
-        (stage / "data" / f"train-{shards:05d}.parquet").write_bytes(b"PAR1stalePAR1")
+        write_rows(stage / "data" / f"train-{shards:05d}.parquet", [trace_row(999)])
     doc = {"result_count": trials, "row_count": rows, "result_coverage": round(rows / max(1, trials), 4)}
     if list_shards:
         doc["shards"] = names
