@@ -12,8 +12,11 @@ Exit codes:
   0   audit complete: no blocking problem (warnings may remain; selection may be "unresolved")
   20  audit found blocking problems or could not complete (run not terminal or state unknown,
       required evidence absent, an invalid export / latest checkpoint, a declared policy that
-      chose nothing, an incomplete publication, credential-shaped text, an unsafe path)
-  2   usage error (RUN is not a directory, a bad --policy)
+      chose nothing, an incomplete publication, credential-shaped text in the published download
+      or the trace root (parquet rows and tar members included), refused metric data (a malformed
+      metric line, a non-numeric or missing reward), a recomputed trace coverage below the gate,
+      an unsafe path)
+  2   usage error (RUN is not a directory, a given path such as --trace-root that does not exist, a bad --policy)
   1   internal failure (a record with status "internal-failure" is still printed; no traceback)
 """
 from __future__ import annotations
