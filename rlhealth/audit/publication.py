@@ -72,12 +72,15 @@ def _scan_tar(root: Root, p: Path, rel: str, findings: list, skipped: list) -> N
         skipped.append({"file": rel, "reason": f"archive read failed ({type(exc).__name__})"})
 
 
-def secret_scan(root: Root) -> dict:
+def secret_scan(root: Root, max_depth: int = 8) -> dict:
     """Credential shapes in every file below ``root``: text files by line, tar members by member
     and line, parquet rows by row and field (``rlhealth.audit.rows``). A file that could not be
     read is listed as skipped and leaves the scan incomplete; a secret is never quoted."""
-    findings, skipped, scanned = [], [], 0
-    for p in root.walk_files(root.path):
+    findings, skipped, scanned, deep = [], [], 0, []
+    files = root.walk_files(root.path, max_depth=max_depth, too_deep=deep)
+    for d in deep:
+        skipped.append({"file": root.rel(d) + "/", "reason": f"more than {max_depth} directory levels deep; not scanned"})
+    for p in files:
         rel = root.rel(p)
         if p.name.endswith(PARQUET_SUFFIXES):
             found, rows, why = scan_rows(root, p)

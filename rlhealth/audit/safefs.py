@@ -161,10 +161,11 @@ class Root:
             self._issue(d, f"cannot list: {exc.strerror or type(exc).__name__}")
             return []
 
-    def walk_files(self, d: Path, max_depth: int = 8) -> list[Path]:
+    def walk_files(self, d: Path, max_depth: int = 8, too_deep: list | None = None) -> list[Path]:
         """Regular files below ``d`` (symlinked files inside the root included, escaping ones reported).
 
-        Symlinked directories are never descended into."""
+        Symlinked directories are never descended into; directories deeper than ``max_depth`` are
+        not listed (appended to ``too_deep`` when given)."""
         out: list[Path] = []
         if self.resolve(d, kind="dir") is None:
             return out
@@ -193,6 +194,8 @@ class Root:
                     if e.is_dir(follow_symlinks=False):
                         if depth < max_depth:
                             stack.append((p, depth + 1))
+                        elif too_deep is not None:
+                            too_deep.append(p)
                     elif e.is_file(follow_symlinks=False):
                         out.append(p)
                     else:

@@ -31,6 +31,7 @@ from rlhealth.audit.rows import row_count
 from rlhealth.audit.safefs import Root
 
 SEARCH_DEPTH = 3   # staged tree below the trace root: <root>/<staging>/<data>/...
+SCAN_DEPTH = 16    # the secret scan's walk: trace_jobs/<job>/<trial>/agent/<episode>/... (deeper is reported, not read)
 
 
 def _check(check: str, status: str, detail: str, path: str | None = None) -> dict:
@@ -151,7 +152,7 @@ def check_trace_root(root: Root) -> dict:
     if manifest is not None:
         checks += _shard_checks(root, manifest["dir"], manifest["doc"], rules)
     cov = next((c for c in checks if c["check"] == "result_coverage"), None)
-    secrets = secret_scan(root)
+    secrets = secret_scan(root, max_depth=SCAN_DEPTH)
     return {"root": str(base), "checks": checks,
             "result_coverage": manifest["check"]["result_coverage"] if manifest else None,
             "coverage_gate": threshold("trace_min_result_coverage_ratio"),

@@ -306,3 +306,15 @@ def test_each_shape_in_a_parquet_row_is_found_and_never_echoed(tmp_path, B, shap
     scan = secret_scan(Root("traces", d))
     assert [(f["line"], f["location"], f["shape"]) for f in scan["findings"]] == [(1, "conversations[1].content", shape)]
     assert secret not in json.dumps(scan)
+
+
+def test_a_tree_deeper_than_the_scan_walks_leaves_the_scan_incomplete(tmp_path, B):
+    from rlhealth.audit.publication import secret_scan
+    deep = tmp_path / "t"
+    leaf = deep.joinpath(*[f"d{i}" for i in range(5)])
+    leaf.mkdir(parents=True)
+    (leaf / "x.txt").write_text(f"token {B.FAKE_HF}\n")
+    scan = secret_scan(Root("traces", deep), max_depth=3)
+    assert scan["status"] == "incomplete" and scan["findings"] == []
+    assert scan["skipped"] == [{"file": "d0/d1/d2/d3/", "reason": "more than 3 directory levels deep; not scanned"}]
+    assert secret_scan(Root("traces", deep), max_depth=8)["status"] == "findings"
