@@ -46,12 +46,13 @@ def _text_findings(text: str, file: str, location: str | None = None) -> list[di
     return out
 
 
-def _scan_tar(root: Root, p: Path, rel: str, findings: list, skipped: list) -> None:
-    """Every text member of a tar (plain or compressed), streamed; binary members are passed over."""
-    f = root._open(p)
+def _scan_tar(root: Root, p: Path, rel: str, findings: list, skipped: list) -> bool:
+    """Every text member of a tar (plain or compressed), streamed; binary members are passed over.
+    False when the archive could not be read to its end (listed as skipped)."""
+    f = root.open_file(p)
     if f is None:
         skipped.append({"file": rel, "reason": "unreadable"})
-        return
+        return False
     try:
         with f, tarfile.open(fileobj=f, mode="r|*") as tar:
             for member in tar:
@@ -70,6 +71,8 @@ def _scan_tar(root: Root, p: Path, rel: str, findings: list, skipped: list) -> N
                 findings += _text_findings(text, rel, member.name)
     except (tarfile.TarError, OSError, EOFError) as exc:
         skipped.append({"file": rel, "reason": f"archive read failed ({type(exc).__name__})"})
+        return False
+    return True
 
 
 def secret_scan(root: Root, max_depth: int = 8) -> dict:
@@ -92,8 +95,7 @@ def secret_scan(root: Root, max_depth: int = 8) -> dict:
                 scanned += 1
             continue
         if p.name.endswith(TAR_SUFFIXES):
-            _scan_tar(root, p, rel, findings, skipped)
-            scanned += 1
+            scanned += _scan_tar(root, p, rel, findings, skipped)
             continue
         if p.name.endswith(SKIP_SUFFIXES):
             head = root.read_bytes(p, 8192) or b""

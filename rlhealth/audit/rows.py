@@ -34,7 +34,7 @@ def _parquet(root: Root, p: Path):
         import pyarrow.parquet as pq
     except ImportError:
         return None, "pyarrow is not installed: parquet rows cannot be read"
-    f = root._open(p)
+    f = root.open_file(p)
     if f is None:
         return None, "unreadable"
     try:

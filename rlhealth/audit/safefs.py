@@ -99,6 +99,11 @@ class Root:
             return None
         return os.fdopen(fd, "rb")
 
+    def open_file(self, p: Path):
+        """The file opened read-only for streaming (a binary file object, to be closed), or None
+        when it is outside the root, not a regular file or unreadable (issue recorded)."""
+        return self._open(p)
+
     def read_bytes(self, p: Path, limit: int, offset: int = 0) -> bytes | None:
         f = self._open(p)
         if f is None:

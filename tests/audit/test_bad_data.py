@@ -318,3 +318,15 @@ def test_a_tree_deeper_than_the_scan_walks_leaves_the_scan_incomplete(tmp_path, 
     assert scan["status"] == "incomplete" and scan["findings"] == []
     assert scan["skipped"] == [{"file": "d0/d1/d2/d3/", "reason": "more than 3 directory levels deep; not scanned"}]
     assert secret_scan(Root("traces", deep), max_depth=8)["status"] == "findings"
+
+
+def test_an_unreadable_trace_tar_leaves_the_scan_incomplete(tmp_path, B, cli):
+    run, bundle = B.make_run(tmp_path / "r", mode="agentic")
+    traces = B.make_trace_root(tmp_path / "t", trials=4)
+    (traces / "rl-run_trace_jobs.tar").write_bytes(b"not an archive at all" * 40)
+    code, rec, _ = cli(run, "--bundle", bundle, "--trace-root", traces)
+    scan = rec["trace_rebuild"]["secret_scan"]
+    assert scan["status"] == "incomplete" and scan["files_scanned"] == 7
+    assert scan["skipped"] == [{"file": "rl-run_trace_jobs.tar", "reason": "archive read failed (ReadError)"}]
+    assert "rl-run_trace_jobs.tar (archive read failed (ReadError))" in _problem(rec, "trace-secret-scan-incomplete")["message"]
+    assert code == 20
