@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import io
 import json
 import os
 import sys
-import threading
 import traceback
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+from rlhealth.commands import emit as _emit, run_captured as _run_captured
 from rlhealth.durable_loader import EngineUnavailable
 from rlhealth.usage import (EXIT_ERROR, EXIT_INTERNAL, EXIT_KILL, EXIT_NO_KILL, EXIT_USAGE,  # noqa: F401
                            VERDICT_EXIT, UsageError, parse_duration, parse_now)
@@ -155,33 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_OUT = None
-"""Where ``_emit`` writes: stdout, or a buffer while ``run_captured`` runs a command."""
-_RUN_LOCK = threading.Lock()
-
-
-def _emit(text: str) -> None:
-    out = _OUT if _OUT is not None else sys.stdout
-    out.write(text if text.endswith("\n") else text + "\n")
-    out.flush()
-
-
 def run_captured(argv: list[str]) -> tuple[str, int]:
     """Run one command line exactly as ``main`` does and return (what it printed, exit status).
 
-    Used by the MCP server so a tool answers with the CLI's own document; calls are serialized.
+    The MCP server's runner (``rlhealth mcp`` hands it over); calls are serialized.
     """
-    global _OUT
-    with _RUN_LOCK:
-        _OUT = io.StringIO()
-        try:
-            try:
-                code = main(list(argv))
-            except SystemExit as exc:  # --help / --version
-                code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
-            return _OUT.getvalue(), code
-        finally:
-            _OUT = None
+    return _run_captured(main, argv)
 
 
 def _write_output(args, text: str) -> None:
@@ -367,7 +345,7 @@ def _cmd_mcp() -> int:
         from rlhealth.mcp_server import serve
     except ImportError as exc:
         raise UsageError(f"rlhealth mcp needs the optional extra: pip install 'rlhealth[mcp]' ({exc})") from exc
-    serve()
+    serve(run_captured)
     return 0
 
 

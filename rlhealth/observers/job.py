@@ -8,7 +8,7 @@ import shlex
 
 from rlhealth.facts import Evidence, JobMeasured
 from rlhealth.mode import classify_mode
-from rlhealth.observers import gpu_type
+import rlhealth.observers.gpu_type as gpu_type
 from rlhealth.observers.base import Observation, as_count, as_dict, as_list, rounded
 from rlhealth.observers.signatures import current_attempt
 from rlhealth.probes.bundle import BundleRead
