@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rlhealth.commands import emit as _emit, run_captured as _run_captured
 from rlhealth.durable_loader import EngineUnavailable
+from rlhealth.probes.backends import BACKEND_NAMES, BACKENDS, get_backend
 from rlhealth.usage import (EXIT_ERROR, EXIT_INTERNAL, EXIT_KILL, EXIT_NO_KILL, EXIT_USAGE,  # noqa: F401
                            VERDICT_EXIT, UsageError, parse_duration, parse_now)
 
@@ -87,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     output_args(d)
 
     p = sub.add_parser("probe", help="live read-only capture into the bundle, then diagnose it")
-    p.add_argument("--backend", choices=["iris", "slurm"], required=True)
+    p.add_argument("--backend", choices=BACKEND_NAMES, required=True,
+                   help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
     p.add_argument("--job", required=True, help="Iris /<user>/<job> or Slurm job id")
     p.add_argument("--bundle-root", type=Path, default=Path.home() / "Documents" / "iris-job-bundles")
     p.add_argument("--deadline", default="5m", help="overall probe deadline (default 5m)")
@@ -259,10 +261,7 @@ def probe_options(args):
 def _cmd_probe(args, now: datetime, argv: list[str]) -> int:
     _given(args)  # refuse bad dispatcher inputs before touching the cluster
     options = probe_options(args)
-    if args.backend == "slurm":
-        from rlhealth.probes import slurm as backend
-    else:
-        from rlhealth.probes import kubernetes as backend
+    backend = get_backend(options.backend)
     from rlhealth.progress import Progress, set_current
 
     with Progress(f"probe {args.backend} {args.job}") as progress:

@@ -17,6 +17,7 @@ from mcp.types import ToolAnnotations
 
 from rlhealth import __version__
 from rlhealth.commands import Runner
+from rlhealth.probes.backends import BACKENDS
 
 server = MCPServer(name="rlhealth", version=__version__,
                    instructions="Read-only KILL / NO-KILL / ERROR diagnosis of one LLM RL training job. "
@@ -74,7 +75,14 @@ def diagnose(bundle: str, now: str | None = None, max_age: str = "30m", mode: st
     return _run(argv)
 
 
+def _names_backends(tool):
+    """The tool's description with every registered backend (probes.backends) filled in."""
+    tool.__doc__ = tool.__doc__.format(backends="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
+    return tool
+
+
 @server.tool(annotations=_LIVE)
+@_names_backends
 def probe(backend: str, job: str, cluster: str | None = None, host: str | None = None,
           experiment_dir: str | None = None, bundle_root: str | None = None, kubeconfig: str | None = None,
           context: str | None = None, namespace: str | None = None, polls: int | None = None,
@@ -82,8 +90,8 @@ def probe(backend: str, job: str, cluster: str | None = None, host: str | None =
           max_age: str = "30m", mode: str | None = None, gpu: str | None = None, model: str | None = None,
           total_params_b: float | None = None, active_params_b: float | None = None,
           focus: list[str] | None = None) -> dict[str, Any]:
-    """Capture live evidence read-only (backend iris: Kubernetes API; slurm: SSH) into the job's bundle,
-    record the verdict in its history, and return the diagnosis (rlhealth.report/v1)."""
+    """Capture live evidence read-only into the job's bundle, record the verdict in its history, and
+    return the diagnosis (rlhealth.report/v1). backend is one of: {backends}."""
     argv = ["probe", "--backend", backend, "--job", job, "--format", "json", "--max-age", max_age]
     for flag, value in (("--cluster", cluster), ("--host", host), ("--experiment-dir", experiment_dir),
                         ("--bundle-root", bundle_root), ("--kubeconfig", kubeconfig), ("--context", context),

@@ -147,6 +147,20 @@ def test_no_import_cycle_in_rlhealth_and_probes():
     assert not found, "import cycles:\n" + "\n\n".join(describe(graph, c) for c in found)
 
 
+JUDGEMENT = ("rlhealth.audit", "rlhealth.first_error", "rlhealth.observers", "rlhealth.diagnose", "rlhealth.engine",
+             "rlhealth.rulebook", "rlhealth.report", "rlhealth.cli", "rlhealth.mcp_server")
+
+
+def test_probes_capture_without_the_diagnosis_or_the_audit():
+    """The probes and parsers capture and parse raw evidence; the audit, the observation layer, the
+    rule engine and the commands are above them and never imported by them."""
+    graph = import_graph(modules(PACKAGES))
+    upward = sorted(f"{module} -> {target} (line {line})" for module, edges in graph.items()
+                    if module.startswith("rlhealth.probes") for target, line in edges.items()
+                    if any(target == j or target.startswith(j + ".") for j in JUDGEMENT))
+    assert upward == []
+
+
 def _package(tmp_path: Path, files: dict[str, str]) -> dict[str, Path]:
     for name, text in files.items():
         path = tmp_path / "pkg" / name
