@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-KINDS = ("kill", "leave", "probe", "fix_and_relaunch", "investigate")
+from rlhealth.report import NextActionKind
+
+KINDS = get_args(NextActionKind)
 
 
 def bundle_root_of(bundle: Path) -> Path | None:
