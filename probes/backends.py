@@ -20,7 +20,7 @@ import importlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 if TYPE_CHECKING:
     from rlhealth.probes.options import ProbeOptions
@@ -28,6 +28,26 @@ if TYPE_CHECKING:
 
 class CaptureFunction(Protocol):
     def __call__(self, options: "ProbeOptions", now: datetime | None = None) -> Path: ...
+
+
+class JobFlags(Protocol):
+    def __call__(self, job_id: str, cluster: str, synced_job: Mapping[str, Any],
+                 last_host: Callable[[], str | None]) -> list[str]: ...
+
+
+def _iris_job_flags(job_id: str, cluster: str, synced_job: Mapping[str, Any],
+                    last_host: Callable[[], str | None]) -> list[str]:
+    return ["--cluster", cluster, "--job", job_id]
+
+
+def _slurm_job_flags(job_id: str, cluster: str, synced_job: Mapping[str, Any],
+                     last_host: Callable[[], str | None]) -> list[str]:
+    host = last_host() or synced_job.get("login_host") or cluster
+    flags = ["--host", str(host), "--cluster", cluster, "--job", job_id.rsplit("/", 1)[-1]]
+    experiment_dir = synced_job.get("experiment_dir")
+    if isinstance(experiment_dir, str) and experiment_dir.startswith("/"):
+        flags += ["--experiment-dir", experiment_dir]
+    return flags
 
 
 @dataclass(frozen=True)
@@ -49,6 +69,9 @@ class Backend:
     """A manifest ``job_id`` prefix that marks the layout."""
     bundle_log_is_current_leg: bool = False
     """The bundle's own top-level log (``finelog.log``) is the newest leg of a job chain."""
+    job_flags: JobFlags = _iris_job_flags
+    """The ``rlhealth probe`` flags that name a job again: (job id, cluster, the bundle manifest's
+    ``job`` object, a function giving the ``--host`` of the newest recorded probe) -> flags."""
 
     @property
     def capture(self) -> CaptureFunction:
@@ -66,6 +89,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             summary="Kubernetes API of an Iris cluster"),
     Backend(name="slurm", module="rlhealth.probes.slurm", layout="jupiter", owner_dir="slurm",
             clusters=("jsc-jupiter",), job_id_prefix="/slurm/", bundle_log_is_current_leg=True,
+            job_flags=_slurm_job_flags,
             summary="SSH to a Slurm login node"),
 )}
 """Every backend, by name (the order of help texts)."""

@@ -92,6 +92,7 @@ def _branches_on(path: Path, names: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("rel", ["probes/options.py", "probes/capture.py", "probes/bundle.py", "rlhealth/cli.py",
+                                 "rlhealth/next_action.py",
                                  "rlhealth/mcp_server.py", "rlhealth/observers/job.py", "rlhealth/observers/engines.py"])
 def test_no_branch_on_a_backend_or_layout_name_outside_the_registry(rel):
     names = set(B.BACKEND_NAMES) | {b.layout for b in B.BACKENDS.values()} | {"jsc-jupiter", "/slurm/"}
@@ -103,3 +104,17 @@ def test_the_branch_finder_sees_a_branch(tmp_path):
     path.write_text('if args.backend == "slurm":\n    pass\nx: Literal["iris", "slurm"]\n'
                     'if str(m.get("job_id")).startswith("/slurm/"):\n    pass\n')
     assert _branches_on(path, {"iris", "slurm"}) == ["x.py:1: 'slurm'", "x.py:3: 'iris'", "x.py:3: 'slurm'"]
+
+
+def test_the_next_actions_probe_command_names_the_job_through_its_backend(tmp_path):
+    calls = []
+
+    def last_host():
+        calls.append(1)
+        return "login-2"
+    assert B.BACKENDS["iris"].job_flags("/alice/job", "cw", {}, last_host) == ["--cluster", "cw", "--job", "/alice/job"]
+    assert calls == []      # the verdict history is read only where a flag needs it
+    assert B.BACKENDS["slurm"].job_flags("/slurm/4821", "jsc-jupiter", {"experiment_dir": "/e/x"}, last_host) == \
+        ["--host", "login-2", "--cluster", "jsc-jupiter", "--job", "4821", "--experiment-dir", "/e/x"]
+    assert B.BACKENDS["slurm"].job_flags("/slurm/4821", "jsc-jupiter", {"login_host": "jl"}, lambda: None)[:2] == \
+        ["--host", "jl"]
