@@ -35,7 +35,7 @@ def diagnosed_attempts(bundle: Path) -> list[dict]:
     from rlhealth.diagnose import diagnose
 
     report = diagnose(bundle, now=datetime.now(timezone.utc))
-    return [a.model_dump(mode="json") for a in report.attempts]
+    return [a.model_dump(mode="json") for a in report.restarts.attempts]
 
 
 def probes_by_name(capture: Path) -> dict[str, dict]:
