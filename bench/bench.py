@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """rlhealth diagnose vs grep+cat on large generated bundles, warm and cold page cache, with the
-memory of the whole process tree, and triage throughput -- one run, one table (issues 3 and 16).
+memory of the whole process tree, and triage throughput -- one run, one table.
 
     bench/run --all                    # the README table: 3 scale points x warm/cold + memory + triage
     bench/run --all --markdown bench/out/table.md     # ... and the same tables as Markdown

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:   # the reader is handed the catalog; it never loads the rule base itself
     from rlhealth.catalog import Catalog, Signature
 from rlhealth.facts import Occurrence, ProblemNote
+from rlhealth.probes.backends import bundle_log_is_current_leg, layout_of_manifest, layout_of_path
 from rlhealth.probes.capture import CAPTURES_DIR, capture_probe_policy
 from rlhealth.probes import events as events_mod
 from rlhealth.probes.events import EventLog
@@ -65,7 +66,7 @@ def checked_keys(keys: tuple[str, ...], line: bytes) -> tuple[str, ...]:
 
 
 TRAINER_PROGRESS_KEYS = frozenset({"x_wandb", "x_dict_end", "x_step_progress", "x_phase", "x_resumed"})
-_SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)$")
+_SLURM_LEG_RE = re.compile(r"_(\d+)\.(?:out|err)$|^(?:slurm-)?(\d+)\.(?:out|err)(?:\.head)?$")   # .head: a probe's copy of the beginning
 _EXCEPTION_LINE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Exit|Interrupt|Abort)\b.*")
 # A logger prefix repeated on every line of a logged traceback: vLLM's "ERROR 03-13 06:55:20
 # [async_llm.py:710] " (V1) / "ERROR 06-22 20:16:34 async_llm_engine.py:52] " (V0).
@@ -985,11 +986,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     parts = root.resolve().parts
     if "jobs" in parts:
         i = len(parts) - 1 - parts[::-1].index("jobs")
-        tail = parts[i + 1:]
-        if len(tail) == 3 and tail[1] == "slurm":
-            read.layout = "jupiter"
-        elif len(tail) == 3:
-            read.layout = "iris"
+        read.layout = layout_of_path(parts[i + 1:])
     # --- manifest
     manifest_path = root / "manifest.json"
     if manifest_path.exists() or manifest_path.is_symlink():
@@ -999,10 +996,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 raise JsonReadError("not a JSON object")
             read.manifest = manifest
             read.synced_at = parse_iso(manifest.get("synced_at")) or parse_iso(manifest.get("live_capture_at"))
-            if manifest.get("cluster") == "jsc-jupiter" or str(manifest.get("job_id", "")).startswith("/slurm/"):
-                read.layout = "jupiter"
-            elif read.layout == "unknown" and manifest.get("cluster"):
-                read.layout = "iris"
+            read.layout = layout_of_manifest(manifest, read.layout)
             _manifest_artifact_errors(read, manifest)
         except JsonReadError as exc:
             read.problems.append(ProblemNote(source="manifest.json", reason=str(exc)))
@@ -1027,7 +1021,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     files = _log_files(root, read.capture_dir)
     legs = sorted({leg for _, rel in files if (leg := _slurm_leg(rel))}, key=lambda x: int(x))
     bundle_leg = None
-    if read.layout == "jupiter":
+    if bundle_log_is_current_leg(read.layout):
         job_id = str((read.manifest or {}).get("job_id") or "") if isinstance(read.manifest, dict) else ""
         tail = job_id.rsplit("/", 1)[-1]
         bundle_leg = tail if tail.isdigit() and len(tail) <= MAX_COUNT_DIGITS else root.name    # int() below
@@ -1041,7 +1035,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     plan: list[tuple[Path, str, int | None]] = []
     for path, rel in files:
         leg = _slurm_leg(rel)
-        if rel in ("finelog.log", "finelog.stderr") and read.layout == "jupiter":
+        if rel in ("finelog.log", "finelog.stderr") and bundle_log_is_current_leg(read.layout):
             leg = bundle_leg if bundle_leg in legs else (legs[-1] if legs else None)
         plan.append((path, rel, legs.index(leg) + 1 if leg in legs else None))
     # --- trials, started now: they need nothing from the logs. The forked trial reader, once the

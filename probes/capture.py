@@ -17,11 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlhealth.packaged import packaged_yaml
+from rlhealth.probes.backends import BACKEND_NAMES
 
 CAPTURE_FORMAT = 1
 CAPTURES_DIR = Path("rlhealth") / "captures"
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
+BackendName = Literal[BACKEND_NAMES]  # type: ignore[valid-type]   # the registry's names
 ControllerStateName = Literal[
     "pending", "building", "running", "succeeded", "failed", "killed",
     "worker_failed", "unschedulable", "absent",
@@ -72,7 +74,7 @@ class CaptureManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: Literal[1] = 1
     captured_at: str
-    backend: Literal["iris", "slurm"]
+    backend: BackendName
     cluster: str
     job_id: str
     probes: list[ProbeRecord] = Field(default_factory=list)
@@ -91,7 +93,7 @@ class Attempt(BaseModel):
 class ControllerState(BaseModel):
     """``state.json``: controller state of the job."""
     model_config = ConfigDict(extra="forbid")
-    source: Literal["iris", "slurm"]
+    source: BackendName
     state: ControllerStateName
     failure_count: int = 0
     preemption_count: int = 0

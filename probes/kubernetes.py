@@ -1,4 +1,4 @@
-"""Live, read-only probe of one Iris/CoreWeave job through the Kubernetes API (issue 5).
+"""Live, read-only probe of one Iris/CoreWeave job through the Kubernetes API.
 
 ``capture(args, now=...)`` writes a capture (contract §2.2) into the job's bundle
 ``<bundle-root>/jobs/<cluster>/<user>/<job>/rlhealth/captures/<stamp>/`` and returns the bundle
@@ -26,7 +26,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -56,6 +58,7 @@ RAY_MAX_FILES_PER_POD = 8
 MAX_PODS = 64
 LIST_ATTEMPTS = 3
 EXEC_TIMEOUTS_BEFORE_GIVING_UP = 2
+READ_CONCURRENCY = 8        # independent reads (logs, nodes) in flight at once
 
 INVENTORY_ARGV = ["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"]
 QUERY_GPU_ARGV = ["nvidia-smi", QUERY_GPU_ARG, "--format=csv,noheader"]
@@ -126,7 +129,15 @@ def _make_client(kubeconfig: str | None, context: str | None, temp_dir: str):
     stream_mod = importlib.import_module("kubernetes.stream.stream")  # the module, not the function
 
     class _GuardedApiClient(client.ApiClient):
-        last_request: str | None = None
+        _local = threading.local()      # reads run on several threads: each sees its own last request
+
+        @property
+        def last_request(self) -> str | None:
+            return getattr(self._local, "last_request", None)
+
+        @last_request.setter
+        def last_request(self, value: str | None) -> None:
+            self._local.last_request = value
 
         def call_api(self, method, url, header_params=None, body=None, post_params=None,
                      _request_timeout=None):
@@ -176,6 +187,33 @@ class _ExecOutcome:
     error: str | None = None
     timed_out: bool = False
     gone: bool = False
+    forbidden: bool = False     # the API refused exec (HTTP 403): the identity may not exec at all
+
+
+@dataclass
+class _Read:
+    """One GET the probe means to make: its record name, client method, path and parameters (for
+    the record), client keyword arguments, where the body goes, and what it is (for messages)."""
+    name: str
+    method_name: str
+    path: str
+    params: dict
+    kwargs: dict
+    output: str | None
+    what: str
+
+
+@dataclass
+class _Answer:
+    """What one GET got: the body and status, or the fault (``error``), or a refusal by the guard."""
+    started: datetime
+    finished: datetime
+    api: str
+    body: bytes | None = None
+    status: int | None = None
+    error: str | None = None
+    refused: str | None = None
+    retry_after: float | None = None
 
 
 def _short(text: str, n: int = 400) -> str:
@@ -226,6 +264,7 @@ class _Probe:
         self.api = self.api_client = self.stream = None
         self.deadline_noted = False
         self.exec_timeouts: dict[str, int] = {}
+        self.exec_refused: str | None = None    # why exec was refused (403); no exec is sent after it
         self.gone: set[str] = set()
         self.roles = load_role_table()
         self.retry_after: float | None = None
@@ -250,9 +289,10 @@ class _Probe:
         return True
 
     def record(self, name: str, started: datetime, *, api: str | None = None, argv: list[str] | None = None,
-               exit_code: int | None = None, output: str | None = None, error: str | None = None) -> None:
+               exit_code: int | None = None, output: str | None = None, error: str | None = None,
+               finished: datetime | None = None) -> None:
         self.writer.record(ProbeRecord(name=name, api=api, argv=argv, started_at=utc_iso(started),
-                                       finished_at=utc_iso(self.clock()), exit_code=exit_code,
+                                       finished_at=utc_iso(finished or self.clock()), exit_code=exit_code,
                                        output=output, error=error))
 
     # ---------------------------------------------------------------- REST
@@ -263,26 +303,62 @@ class _Probe:
     def rest(self, name: str, method_name: str, path: str, params: dict, kwargs: dict,
              output: str | None) -> tuple[bytes | None, int | None, str | None]:
         """One guarded GET; writes the body to ``output`` on success. Returns (body, status, error)."""
+        return self._commit(_Read(name, method_name, path, params, kwargs, output, ""), self._get(method_name, path, params, kwargs))
+
+    def _get(self, method_name: str, path: str, params: dict, kwargs: dict) -> "_Answer":
+        """One guarded GET, nothing written or recorded (safe on a worker thread)."""
         started = self.clock()
         self.api_client.last_request = None
         try:
             fn = getattr(self.api, method_name)
             resp = fn(**kwargs, _preload_content=False, _request_timeout=(self.timeout(), self.timeout()))
-            body = resp.data
-            api = self.api_client.last_request or self._api_repr(path, params)
-            if output is not None:
-                self.writer.write_bytes(output, body)
-            self.record(name, started, api=api, exit_code=None, output=output)
-            return body, resp.status, None
+            return _Answer(started, self.clock(), self.api_client.last_request or self._api_repr(path, params),
+                           body=resp.data, status=resp.status)
         except (RefusedRequest, CommandRefused) as exc:
-            self.record(name, started, api=self._api_repr(path, params), error=f"refused before sending: {exc}")
-            return None, None, str(exc)
+            return _Answer(started, self.clock(), self._api_repr(path, params), refused=f"refused before sending: {exc}")
         except Exception as exc:  # noqa: BLE001 - every fault becomes a recorded error
             reason, status = _api_error(exc)
-            self.retry_after = _retry_after(exc)
-            api = self.api_client.last_request or self._api_repr(path, params)
-            self.record(name, started, api=api, error=self._with_fix(reason, status))
-            return None, status, reason
+            return _Answer(started, self.clock(), self.api_client.last_request or self._api_repr(path, params),
+                           status=status, error=reason, retry_after=_retry_after(exc))
+
+    def _commit(self, read: "_Read", answer: "_Answer") -> tuple[bytes | None, int | None, str | None]:
+        """Write and record one answered GET (on the probe's own thread, in request order)."""
+        if answer.refused is not None:
+            self.record(read.name, answer.started, api=answer.api, error=answer.refused, finished=answer.finished)
+            return None, None, answer.refused
+        if answer.error is not None:
+            self.retry_after = answer.retry_after
+            self.record(read.name, answer.started, api=answer.api, error=self._with_fix(answer.error, answer.status),
+                        finished=answer.finished)
+            return None, answer.status, answer.error
+        if read.output is not None:
+            self.writer.write_bytes(read.output, answer.body)
+        self.record(read.name, answer.started, api=answer.api, exit_code=None, output=read.output, finished=answer.finished)
+        return answer.body, answer.status, None
+
+    def read_all(self, reads: list["_Read"]) -> list[tuple[bytes | None, int | None, str | None] | None]:
+        """Independent GETs, at most ``READ_CONCURRENCY`` in flight; answers written and recorded in
+        the order of ``reads``. A read the deadline leaves no time for is not sent (None), and the
+        deadline is noted once, naming it."""
+        def one(read: _Read) -> _Answer | None:
+            if self.deadline.expired():
+                return None
+            return self._get(read.method_name, read.path, read.params, read.kwargs)
+
+        if len(reads) > 1:
+            with ThreadPoolExecutor(max_workers=min(READ_CONCURRENCY, len(reads)),
+                                    thread_name_prefix="rlhealth-k8s-read") as pool:
+                answers = list(pool.map(one, reads))
+        else:
+            answers = [one(r) for r in reads]
+        results: list[tuple[bytes | None, int | None, str | None] | None] = []
+        for read, answer in zip(reads, answers):
+            if answer is None:
+                self.out_of_time(read.what)
+                results.append(None)
+            else:
+                results.append(self._commit(read, answer))
+        return results
 
     def _with_fix(self, reason: str, status: int | None) -> str:
         """The API fault's reason with the fix that ends it (``rules/capture_probes.yaml``)."""
@@ -305,6 +381,8 @@ class _Probe:
         except CommandRefused as exc:
             self.record(name, started, api=api, argv=list(argv), error=f"refused before sending: {exc}")
             return _ExecOutcome(error=str(exc))
+        if self.exec_refused is not None:    # reported once, on the refused exec: nothing more is sent
+            return _ExecOutcome(error=self.exec_refused, forbidden=True)
         if pod in self.gone:
             self.record(name, started, api=api, argv=argv, error="not sent: pod is gone (NotFound earlier)")
             return _ExecOutcome(error="pod gone", gone=True)
@@ -319,6 +397,11 @@ class _Probe:
                                           timeout=f"{self.command_timeout:g}s")
         if outcome.gone:
             self.gone.add(pod)
+        if outcome.forbidden:
+            outcome.error = live.with_fix(f"{outcome.error}; no further exec is sent in this probe (GPU polls, "
+                                          "process lists, stacks and in-pod files are not read)", "exec_forbidden",
+                                          context=self.args.context or "(current)", namespace=self.namespace)
+            self.exec_refused = outcome.error
         written = None
         if output is not None and (outcome.stdout or outcome.exit_code is not None):
             written = self.writer.write_bytes(output, outcome.stdout)
@@ -366,8 +449,11 @@ class _Probe:
             return _ExecOutcome(error=f"refused before sending: {exc}")
         except Exception as exc:  # noqa: BLE001
             text = str(getattr(exc, "reason", "") or exc)
-            if "404" in text.split("-+-")[0]:
+            status_line = text.split("-+-")[0]
+            if "404" in status_line:
                 return _ExecOutcome(error=f"pod not found (NotFound): {_short(text, 200)}", gone=True)
+            if re.search(r"\b403\b", status_line):
+                return _ExecOutcome(error=f"exec refused (HTTP 403 Forbidden): {_short(text, 200)}", forbidden=True)
             low = text.lower()
             if "timed out" in low or "timeout" in low:
                 return _ExecOutcome(error=f"timed out after {timeout:.0f}s: {_short(text, 200)}", timed_out=True)
@@ -513,30 +599,28 @@ class _Probe:
         self.record("state", started, output="state.json", error=f"{iris_note}; state {note}".lstrip("; "))
 
     def nodes(self, pods: list[kparse.PodInfo]) -> None:
-        """The nodes the newest generation's pods run on, one GET each (``raw/nodes/<node>.json``);
-        ``nodes.json`` keeps their names and labels (the GPU product labels). Reading nodes needs a
-        cluster-scoped ``get nodes`` permission: a refusal is recorded and only listed."""
+        """The nodes the newest generation's pods run on, one GET each however many pods share one
+        (``raw/nodes/<node>.json``, read concurrently); ``nodes.json`` keeps their names and labels
+        (the GPU product labels). Reading nodes needs a cluster-scoped ``get nodes`` permission: a
+        refusal is recorded and only listed."""
         names = sorted({p.node for p in kparse.newest_generation(pods) if p.node})[:MAX_PODS]
-        bodies = []
-        for node in names:
-            if self.out_of_time(f"node {node}"):
-                break
-            body, _, _ = self.rest("node:get", "read_node", f"/api/v1/nodes/{node}", {}, {"name": node},
-                                   f"raw/nodes/{node}.json")
-            if body is not None:
-                bodies.append(body)
+        if not names or self.out_of_time(f"node {names[0]}"):
+            return
+        reads = [_Read("node:get", "read_node", f"/api/v1/nodes/{node}", {}, {"name": node},
+                       f"raw/nodes/{node}.json", f"node {node}") for node in names]
+        bodies = [r[0] for r in self.read_all(reads) if r is not None and r[0] is not None]
         if bodies:
             self.writer.write_json("nodes.json", kparse.node_list(bodies))
 
     def logs_and_events(self, pods: list[kparse.PodInfo]) -> None:
+        """Every pod's task log (and the previous container's after a restart), read concurrently,
+        then the namespace's events listed once and kept for the job's pods (``events.json``)."""
         ns = self.namespace
-        merged: list[dict] = []
-        events_ok = False
-        for pod in pods[:MAX_PODS]:
+        pods = pods[:MAX_PODS]
+        reads = []
+        for pod in pods:
             base = f"/api/v1/namespaces/{ns}/pods/{pod.name}/log"
             for previous in ([False, True] if pod.restart_count > 0 else [False]):
-                if self.out_of_time(f"logs of {pod.name}"):
-                    return self._write_events(merged, events_ok)
                 suffix = ".previous.log" if previous else ".log"
                 params = {"container": kparse.TASK_CONTAINER, "limitBytes": LOG_LIMIT_BYTES,
                           "previous": "true" if previous else None, "tailLines": LOG_TAIL_LINES}
@@ -544,24 +628,27 @@ class _Probe:
                           "tail_lines": LOG_TAIL_LINES, "limit_bytes": LOG_LIMIT_BYTES}
                 if previous:
                     kwargs["previous"] = True
-                _, status, _ = self.rest("pod:log-previous" if previous else "pod:log", "read_namespaced_pod_log",
-                                         base, params, kwargs, f"pod_logs/{pod.name}{suffix}")
-                if status == 404:
-                    self.gone.add(pod.name)
-            if self.out_of_time(f"events of {pod.name}"):
-                return self._write_events(merged, events_ok)
-            selector = f"involvedObject.name={pod.name}"
-            body, _, _ = self.rest("pod:events", "list_namespaced_event", f"/api/v1/namespaces/{ns}/events",
-                                   {"fieldSelector": selector},
-                                   {"namespace": ns, "field_selector": selector},
-                                   f"raw/events/{pod.name}.json")
-            if body is not None:
-                try:
-                    merged.extend(kparse.events_for(json.loads(body), [pod.name]))
-                    events_ok = True
-                except ValueError:
-                    pass
-        self._write_events(merged, events_ok)
+                reads.append(_Read("pod:log-previous" if previous else "pod:log", "read_namespaced_pod_log",
+                                   base, params, kwargs, f"pod_logs/{pod.name}{suffix}", f"logs of {pod.name}"))
+        if reads and self.out_of_time(reads[0].what):
+            return
+        for read, result in zip(reads, self.read_all(reads)):
+            if result is not None and result[1] == 404:
+                self.gone.add(read.kwargs["name"])
+        if not pods or self.out_of_time(f"events of namespace {ns}"):
+            return
+        body, _, _ = self.rest("events:list-namespace", "list_namespaced_event", f"/api/v1/namespaces/{ns}/events",
+                               {}, {"namespace": ns}, "raw/events.namespace.json")
+        if body is None:
+            return
+        try:
+            listed = json.loads(body)
+        except ValueError:
+            return
+        if not isinstance(listed, dict):
+            return
+        # the job's pods' events, pod by pod in pod order (as the per-pod lists gave them)
+        self._write_events([e for pod in pods for e in kparse.events_for(listed, [pod.name])], True)
 
     def _write_events(self, merged: list[dict], ok: bool) -> None:
         if ok:
@@ -588,6 +675,8 @@ class _Probe:
         rows: list[GpuPoll] = []
         t0 = time.monotonic()
         for i in range(self.polls):
+            if self.exec_refused is not None:
+                break           # polls are exec; the refusal is recorded once already
             due = t0 + i * self.poll_interval
             if i == 1:
                 self.stacks_and_ray_logs(targets, ps_rows)  # use the wait between polls

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from rlhealth.usage import parse_duration
+from rlhealth.probes.backends import BACKEND_NAMES
+from rlhealth.usage import UsageError, parse_duration
 
 DEFAULT_DEADLINE = "5m"
 DEFAULT_COMMAND_TIMEOUT = "60s"
@@ -19,7 +18,7 @@ DEFAULT_POLL_INTERVAL = "10s"
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    backend: Literal["iris", "slurm"]
+    backend: str                                     # a name in probes.backends.BACKENDS
     job: str
     bundle_root: Path
     deadline_s: float = parse_duration(DEFAULT_DEADLINE)
@@ -37,6 +36,10 @@ class ProbeOptions:
     kubeconfig: Path | None = None
     context: str | None = None
     namespace: str = "iris"
+
+    def __post_init__(self):
+        if self.backend not in BACKEND_NAMES:
+            raise UsageError(f"--backend: unknown backend {self.backend!r}; known: {', '.join(BACKEND_NAMES)}")
 
     @classmethod
     def from_flags(cls, *, backend: str, job: str, bundle_root: Path, deadline: str | None = None,

@@ -42,9 +42,6 @@ import paramiko
 
 from rlhealth.probes import live
 from rlhealth.probes.allowlist import CommandRefused, load_allowlist
-from rlhealth.catalog import load_catalog
-from rlhealth.first_error import first_causal_error
-from rlhealth.probes.scan import strip_actor_prefix
 from rlhealth.probes.capture import (Attempt, CaptureWriter, ControllerState, GpuPoll, HardwareInfo, JobInfo,
                                      ProbeRecord, utc_iso)
 from rlhealth.probes.options import ProbeOptions
@@ -639,24 +636,12 @@ def legs_from_capture(capture_dir: Path, job_id: str) -> list[ps.Leg]:
     return sorted(chain, key=lambda leg: ps.job_id_key(leg.job_id))
 
 
-def leg_error(capture_dir: Path, leg: ps.Leg) -> str | None:
-    """First causal error of a leg from its copied .err then .out (head before tail), judged by
-    the signature catalog (the same knowledge the diagnosis uses)."""
-    slurm = Path(capture_dir) / "slurm"
-    files = [(slurm / name, f"slurm/{name}") for ext in ("err", "out")
-             for name in (f"{leg.job_id}.{ext}.head", f"{leg.job_id}.{ext}") if (slurm / name).is_file()]
-    occ = first_causal_error(files, load_catalog())
-    if occ is None:
-        return None
-    text = strip_actor_prefix(occ.text).strip()
-    return text if len(text) <= 500 else text[:499] + "\u2026"
-
-
 def build_state(capture_dir: Path, job_id: str) -> ControllerState | None:
     """``state.json`` from the raw files; None when the job was not found at all.
 
     - ``state``: the chain's state (running/pending if any leg is, else the last leg's);
-    - ``attempts``: one per chain leg in submission order, with the first causal error of its logs;
+    - ``attempts``: one per chain leg in submission order (state, times, exit code; the first causal
+      error of a leg is the diagnosis's judgement, made from the leg's copied logs, not written here);
     - ``failure_count``: terminal legs that ended badly, except a TIMEOUT leg followed by a later
       leg (a wall-clock chain restart is not a burn, seed 004) and PREEMPTED legs;
     - ``preemption_count``: PREEMPTED legs plus requeues (scontrol ``Restarts=``);
@@ -675,8 +660,7 @@ def build_state(capture_dir: Path, job_id: str) -> ControllerState | None:
         # leg's StartTime is the scheduler's forecast, not a start
         attempts.append(Attempt(attempt=i, state=leg.state, started_at=started,
                                 finished_at=ps.parse_time(leg.end) if leg.terminal else None,
-                                exit_code=code if leg.terminal else None,
-                                error=leg_error(capture_dir, leg) if leg.state != "pending" else None))
+                                exit_code=code if leg.terminal else None))
         preemptions += (leg.restarts or 0) + (word == "PREEMPTED")
         if leg.terminal and word not in ("COMPLETED", "PREEMPTED") and not (word == "TIMEOUT" and i + 1 < len(legs)):
             failures += 1

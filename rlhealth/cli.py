@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import io
 import json
 import os
 import sys
-import threading
 import traceback
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+from rlhealth.commands import emit as _emit, run_captured as _run_captured
 from rlhealth.durable_loader import EngineUnavailable
+from rlhealth.probes.backends import BACKEND_NAMES, BACKENDS, get_backend
 from rlhealth.usage import (EXIT_ERROR, EXIT_INTERNAL, EXIT_KILL, EXIT_NO_KILL, EXIT_USAGE,  # noqa: F401
                            VERDICT_EXIT, UsageError, parse_duration, parse_now)
 
@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     output_args(d)
 
     p = sub.add_parser("probe", help="live read-only capture into the bundle, then diagnose it")
-    p.add_argument("--backend", choices=["iris", "slurm"], required=True)
+    p.add_argument("--backend", choices=BACKEND_NAMES, required=True,
+                   help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
     p.add_argument("--job", required=True, help="Iris /<user>/<job> or Slurm job id")
     p.add_argument("--bundle-root", type=Path, default=Path.home() / "Documents" / "iris-job-bundles")
     p.add_argument("--deadline", default="5m", help="overall probe deadline (default 5m)")
@@ -155,33 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_OUT = None
-"""Where ``_emit`` writes: stdout, or a buffer while ``run_captured`` runs a command."""
-_RUN_LOCK = threading.Lock()
-
-
-def _emit(text: str) -> None:
-    out = _OUT if _OUT is not None else sys.stdout
-    out.write(text if text.endswith("\n") else text + "\n")
-    out.flush()
-
-
 def run_captured(argv: list[str]) -> tuple[str, int]:
     """Run one command line exactly as ``main`` does and return (what it printed, exit status).
 
-    Used by the MCP server so a tool answers with the CLI's own document; calls are serialized.
+    The MCP server's runner (``rlhealth mcp`` hands it over); calls are serialized.
     """
-    global _OUT
-    with _RUN_LOCK:
-        _OUT = io.StringIO()
-        try:
-            try:
-                code = main(list(argv))
-            except SystemExit as exc:  # --help / --version
-                code = exc.code if isinstance(exc.code, int) else EXIT_USAGE
-            return _OUT.getvalue(), code
-        finally:
-            _OUT = None
+    return _run_captured(main, argv)
 
 
 def _write_output(args, text: str) -> None:
@@ -281,10 +261,7 @@ def probe_options(args):
 def _cmd_probe(args, now: datetime, argv: list[str]) -> int:
     _given(args)  # refuse bad dispatcher inputs before touching the cluster
     options = probe_options(args)
-    if args.backend == "slurm":
-        from rlhealth.probes import slurm as backend
-    else:
-        from rlhealth.probes import kubernetes as backend
+    backend = get_backend(options.backend)
     from rlhealth.progress import Progress, set_current
 
     with Progress(f"probe {args.backend} {args.job}") as progress:
@@ -367,7 +344,7 @@ def _cmd_mcp() -> int:
         from rlhealth.mcp_server import serve
     except ImportError as exc:
         raise UsageError(f"rlhealth mcp needs the optional extra: pip install 'rlhealth[mcp]' ({exc})") from exc
-    serve()
+    serve(run_captured)
     return 0
 
 

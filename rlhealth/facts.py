@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 GateName = Literal["liveness", "resources", "rollouts", "dynamics"]
 GATES: tuple[GateName, ...] = ("liveness", "resources", "rollouts", "dynamics")
@@ -29,8 +29,8 @@ class Evidence(BaseModel):
     a trial tally) instead of quoting one line; a summary carries no line number."""
     model_config = ConfigDict(frozen=True, extra="forbid")
     source: str
-    line: int | None = None
-    text: str
+    line: int | None = Field(None, json_schema_extra={"minimum": 1})
+    text: str = Field(json_schema_extra={"maxLength": 500})
     summary: bool = False
 
 

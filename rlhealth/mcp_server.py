@@ -1,7 +1,8 @@
 """``rlhealth mcp``: diagnose, probe, audit, triage and history as Model Context Protocol tools (stdio).
 
 Needs the optional extra ``rlhealth[mcp]`` (the official ``mcp`` SDK, 2.x). Every tool runs the
-command line it mirrors with ``--format json`` through ``rlhealth.cli.run_captured`` and answers
+command line it mirrors with ``--format json`` through the runner ``serve`` is given (the CLI's
+``rlhealth.cli.run_captured``, handed over by ``rlhealth mcp``) and answers
 with that very document, so a tool call and the CLI give the same JSON (a usage error included:
 the document then carries an ``error`` object). Tools are read-only towards the cluster exactly
 as the CLI is; ``probe`` (and ``diagnose`` with ``record``) write only into the job's bundle.
@@ -15,7 +16,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from rlhealth import __version__
-from rlhealth.cli import run_captured
+from rlhealth.commands import Runner
+from rlhealth.probes.backends import BACKENDS
 
 server = MCPServer(name="rlhealth", version=__version__,
                    instructions="Read-only KILL / NO-KILL / ERROR diagnosis of one LLM RL training job. "
@@ -40,8 +42,14 @@ def _given(argv: list[str], gpu, model, total_params_b, active_params_b, focus) 
         argv += ["--focus", item]
 
 
+_runner: Runner | None = None
+"""The command-line runner every tool calls; set by ``serve``."""
+
+
 def _run(argv: list[str]) -> dict[str, Any]:
-    text, code = run_captured(argv)
+    if _runner is None:
+        raise RuntimeError("rlhealth.mcp_server.serve(runner) was not called")
+    text, code = _runner(argv)
     try:
         return json.loads(text)
     except ValueError:  # never expected: every --format json path prints a document
@@ -67,7 +75,14 @@ def diagnose(bundle: str, now: str | None = None, max_age: str = "30m", mode: st
     return _run(argv)
 
 
+def _names_backends(tool):
+    """The tool's description with every registered backend (probes.backends) filled in."""
+    tool.__doc__ = tool.__doc__.format(backends="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
+    return tool
+
+
 @server.tool(annotations=_LIVE)
+@_names_backends
 def probe(backend: str, job: str, cluster: str | None = None, host: str | None = None,
           experiment_dir: str | None = None, bundle_root: str | None = None, kubeconfig: str | None = None,
           context: str | None = None, namespace: str | None = None, polls: int | None = None,
@@ -75,8 +90,8 @@ def probe(backend: str, job: str, cluster: str | None = None, host: str | None =
           max_age: str = "30m", mode: str | None = None, gpu: str | None = None, model: str | None = None,
           total_params_b: float | None = None, active_params_b: float | None = None,
           focus: list[str] | None = None) -> dict[str, Any]:
-    """Capture live evidence read-only (backend iris: Kubernetes API; slurm: SSH) into the job's bundle,
-    record the verdict in its history, and return the diagnosis (rlhealth.report/v1)."""
+    """Capture live evidence read-only into the job's bundle, record the verdict in its history, and
+    return the diagnosis (rlhealth.report/v1). backend is one of: {backends}."""
     argv = ["probe", "--backend", backend, "--job", job, "--format", "json", "--max-age", max_age]
     for flag, value in (("--cluster", cluster), ("--host", host), ("--experiment-dir", experiment_dir),
                         ("--bundle-root", bundle_root), ("--kubeconfig", kubeconfig), ("--context", context),
@@ -114,5 +129,8 @@ def history(bundle: str) -> dict[str, Any]:
     return _run(["history", bundle, "--format", "json"])
 
 
-def serve() -> None:
+def serve(runner: Runner) -> None:
+    """Serve the tools over stdio, each running its command line through ``runner``."""
+    global _runner
+    _runner = runner
     server.run("stdio")

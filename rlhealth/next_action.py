@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-KINDS = ("kill", "leave", "probe", "fix_and_relaunch", "investigate")
+from rlhealth.probes.backends import BACKENDS
+from rlhealth.report import NextActionKind
+
+KINDS = get_args(NextActionKind)
 
 
 def bundle_root_of(bundle: Path) -> Path | None:
@@ -26,17 +29,11 @@ def probe_argv(report, manifest: dict | None, bundle: Path) -> list[str] | None:
     job_id, cluster, backend = report.job.id, report.job.cluster, report.job.backend
     if cluster in ("", "unknown", "None") or job_id in ("", "unknown", "None"):
         return None
-    argv = ["rlhealth", "probe", "--backend", backend]
-    if backend == "iris":
-        argv += ["--cluster", cluster, "--job", job_id]
-    elif backend == "slurm":
-        job = manifest.get("job") if isinstance(manifest, dict) and isinstance(manifest.get("job"), dict) else {}
-        host = _last_probe_host(bundle) or job.get("login_host") or cluster
-        argv += ["--host", str(host), "--cluster", cluster, "--job", job_id.rsplit("/", 1)[-1]]
-        if isinstance(job.get("experiment_dir"), str) and job["experiment_dir"].startswith("/"):
-            argv += ["--experiment-dir", job["experiment_dir"]]
-    else:
+    if backend not in BACKENDS:
         return None
+    job = manifest.get("job") if isinstance(manifest, dict) and isinstance(manifest.get("job"), dict) else {}
+    argv = ["rlhealth", "probe", "--backend", backend,
+            *BACKENDS[backend].job_flags(job_id, cluster, job, lambda: _last_probe_host(bundle))]
     root = bundle_root_of(bundle)
     if root is not None:
         argv += ["--bundle-root", str(root)]

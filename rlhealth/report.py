@@ -1,24 +1,48 @@
 """The report: the ``rlhealth.report/v1`` document (contract §4.2) as a pydantic model.
 
 Fields may be added within v1; renaming or removing one is a new schema version. The JSON
-Schema shipped in ``rlhealth/schema/report.schema.json`` is validated by the tests.
+Schema shipped in ``rlhealth/schema/report.schema.json`` is generated from these models
+(``rlhealth.schemas``; ``python -m rlhealth.schemas --write`` rewrites it, a test checks that the
+shipped file is the generated one), and every incident's report is validated against it.
 """
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from rlhealth.facts import Evidence
 
 SCHEMA_ID = "rlhealth.report/v1"
+_DOCUMENTED = ConfigDict(extra="forbid", use_attribute_docstrings=True, json_schema_serialization_defaults_required=True)
+"""Every report model: no unknown keys; attribute docstrings are the schema's descriptions; a field
+with a default is always printed, so the schema requires it."""
+
+NextActionKind = Literal["kill", "leave", "probe", "fix_and_relaunch", "investigate"]
+GATE_NAMES = ("liveness", "resources", "rollouts", "dynamics")
+
+
+class NextActionMachine(BaseModel):
+    """Machine form of next_action; command is the exact rlhealth probe argv for kind probe, else null."""
+    model_config = _DOCUMENTED
+    kind: NextActionKind
+    command: list[str] | None = Field(json_schema_extra={"minItems": 1})
+    deciding_rule: str | None = None
+
+
+class ErrorInfo(BaseModel):
+    """Only when the command could not run: a usage error (exit 2) or an internal failure (exit 1)."""
+    model_config = _DOCUMENTED
+    kind: Literal["usage", "internal"]
+    message: str
+    exit_code: int
 
 
 class GateReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _DOCUMENTED
     status: Literal["PASS", "FAIL", "ERROR"]
     finding: str
     evidence: list[Evidence] = Field(default_factory=list)
@@ -27,7 +51,7 @@ class GateReport(BaseModel):
 
 
 class AttemptReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _DOCUMENTED
     attempt: int
     state: str
     first_error: str | None = None
@@ -35,12 +59,12 @@ class AttemptReport(BaseModel):
 
 
 class RestartsReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    burned: int = 0
+    model_config = _DOCUMENTED
+    burned: int = Field(0, ge=0)
     max_retries: int | None = None
     remaining: int | None = None
     """Retries left after the burned ones (max_retries - burned), when the budget is known."""
-    preemptions: int = 0
+    preemptions: int = Field(0, ge=0)
     """Preemptions and requeues (Slurm ``Restarts=``) the controller counts; they burn no retry."""
     same_failure: bool = False
     attempts: list[AttemptReport] = Field(default_factory=list)
@@ -49,15 +73,15 @@ class RestartsReport(BaseModel):
 
 
 class JobRef(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _DOCUMENTED
     id: str
     cluster: str
     backend: str
 
 
 class Report(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    schema_: str = Field(SCHEMA_ID, alias="schema")
+    model_config = _DOCUMENTED
+    schema_: Literal["rlhealth.report/v1"] = Field(SCHEMA_ID, alias="schema")
     job: JobRef
     evidence_dir: str
     captured_at: str | None
@@ -69,7 +93,9 @@ class Report(BaseModel):
     """Where the mode was read: the launch configuration's location, --mode, or the launch log."""
     terminal: bool
     restarts: RestartsReport
-    gates: dict[str, GateReport]
+    gates: Annotated[dict[str, GateReport], Field(json_schema_extra={"required": list(GATE_NAMES),
+                                                                      "propertyNames": {"enum": list(GATE_NAMES)}})]
+    """The four gates, each PASS / FAIL / ERROR with its finding and quoted evidence."""
     duty_cycle: dict[str, Any] | None = None
     reasoning: str
     next_action: str
@@ -92,7 +118,8 @@ class Report(BaseModel):
     """What job was judged: model, active parameters, GPU type, configured engines, stage, each with its source."""
     given: dict[str, Any] | None = None
     """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
-    next_action_machine: dict[str, Any] | None = None
+    next_action_machine: Annotated[dict[str, Any] | None, WithJsonSchema(
+        {"anyOf": [NextActionMachine.model_json_schema(mode="serialization"), {"type": "null"}]})] = None
     """``{"kind": kill|leave|probe|fix_and_relaunch|investigate, "command": argv | null, "deciding_rule"}``."""
     plots: dict[str, Any] | None = Field(default=None, exclude=True)
     """Series for the HTML report's plots (``rlhealth.plots_data``); never part of the JSON."""
@@ -102,6 +129,17 @@ class Report(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.to_json_dict(), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _error_is_optional(schema: dict[str, Any]) -> None:
+    schema["required"] = [name for name in schema["required"] if name != "error"]
+
+
+class ReportDocument(Report):
+    """What ``--format json`` prints: the report, and ``error`` when the command could not run."""
+    model_config = ConfigDict(_DOCUMENTED, json_schema_extra=_error_is_optional)
+    error: ErrorInfo | None = None
+    """Only when the command could not run: a usage error (exit 2) or an internal failure (exit 1)."""
 
 
 def load_schema() -> dict[str, Any]:

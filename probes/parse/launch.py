@@ -15,9 +15,12 @@ from typing import Any
 
 import yaml
 
-from rlhealth.audit.config import CONFIG_FILES, flatten  # noqa: F401 (CONFIG_FILES re-exported)
 from rlhealth.mode import classify_mode
 from rlhealth.probes.parse import COUNT, read_count
+
+CONFIG_FILES = ["resolved_config.yaml", "resolved_config.yml", "resolved_config.json", ".hydra/config.yaml",
+                "launch_config.yaml", "launch_config.yml", "launch_config.json", "config.yaml"]
+"""A run's configuration files, in the order they are looked for (probes and the audit alike)."""
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_LAUNCH_ARGS = 4000
@@ -39,6 +42,19 @@ PLACEMENT_KEYS = {
     "policy_num_nodes": "policy_nodes",
 }
 _GRES_GPU = re.compile(rf"gres/gpu(?::([A-Za-z0-9_-]+))?=({COUNT})")
+
+
+def flatten(obj, prefix: str = "") -> dict:
+    """A nested mapping as one level with dotted keys (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``)."""
+    out = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = v
+    return out
 
 
 def parse_config(text: str, name: str) -> tuple[dict | None, str | None]:

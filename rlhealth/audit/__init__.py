@@ -53,9 +53,9 @@ def internal_failure_record(args, now: datetime, message: str) -> dict:
 
 
 def run_audit(args, now: datetime) -> tuple[str, int]:
-    from rlhealth.cli import UsageError
+    from rlhealth.usage import UsageError
 
-    from rlhealth.audit import policy as P
+    import rlhealth.audit.policy as P
 
     run = Path(args.run)
     if not run.is_dir():

@@ -22,9 +22,8 @@ import yaml
 from rlhealth.audit.safefs import Root
 from rlhealth.mode import classify_mode, harness_evidence
 from rlhealth.probes.parse import COUNT
+from rlhealth.probes.parse.launch import CONFIG_FILES, flatten  # the run's configuration files, read as the probes read them
 
-CONFIG_FILES = ["resolved_config.yaml", "resolved_config.yml", "resolved_config.json", ".hydra/config.yaml",
-                "launch_config.yaml", "launch_config.yml", "launch_config.json", "config.yaml"]
 OVERRIDE = re.compile(r"^\+{0,2}(?P<key>[A-Za-z_][\w.\-]*(?:\.[\w\-]+)*)=(?P<value>.*)$", re.DOTALL)
 SKYREF = re.compile(r"--skyrl[-_]ref(?:=|\s+)['\"]?([0-9a-fA-F]{7,40})\b")
 
@@ -67,18 +66,6 @@ class ConfigFacts:
         """(mode, mode_source, evidence key paths) from ``rlhealth.mode.classify_mode``."""
         mode, source = classify_mode(self.doc, self.entrypoint_raw)
         return mode, source, harness_evidence(self.doc, self.entrypoint_raw)[:8]
-
-
-def flatten(obj, prefix: str = "") -> dict:
-    out = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, dict) and v:
-                out.update(flatten(v, key))
-            else:
-                out[key] = v
-    return out
 
 
 def _strings(obj):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse.timestamps import parse_iso
-from rlhealth.audit import config as C
-from rlhealth.audit import logs as L
-from rlhealth.audit import policy as P
+import rlhealth.audit.config as C
+import rlhealth.audit.logs as L
+import rlhealth.audit.policy as P
 from rlhealth.audit.campaign import Campaign
 from rlhealth.audit.distcp import validate_distcp
-from rlhealth.audit import handoff as H
-from rlhealth.audit import baddata
+import rlhealth.audit.handoff as H
+import rlhealth.audit.baddata as baddata
 from rlhealth.audit.baddata import reward_keys
 from rlhealth.audit.traces import check_trace_root, monitor_mirror
 from rlhealth.audit.ranges import gaps as rank_gaps, is_full_range

@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from rlhealth.facts import EngineMeasured, EnginesConfigured, EnginesMeasured, Evidence, ThroughputMeasured
 from rlhealth.observers.base import Observation, as_dict, capture_rel, median, quantile, rounded
+from rlhealth.probes.backends import bundle_log_is_current_leg
 from rlhealth.probes.bundle import BundleRead, _current_attempt_start, _slurm_leg
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.vllm import PREFIX_RE
@@ -210,8 +211,9 @@ def attempt_start(read: BundleRead, engines: list[Engine]) -> float | None:
     current = read.leg_ids[-1]
 
     def in_current_leg(source: str) -> bool:
-        # a Jupiter bundle's finelog is its own Slurm job's log, the newest leg
-        return _slurm_leg(source) == current or (read.layout == "jupiter" and source in ("finelog.log", "finelog.stderr"))
+        # in a chain layout (Slurm) the bundle's own finelog is its own job's log, the newest leg
+        return _slurm_leg(source) == current or (bundle_log_is_current_leg(read.layout)
+                                                 and source in ("finelog.log", "finelog.stderr"))
     in_leg = [s.ts for e in engines for s in e.samples if s.ts is not None and in_current_leg(s.source)]
     return min(in_leg) if in_leg else None
 

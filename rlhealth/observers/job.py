@@ -8,9 +8,10 @@ import shlex
 
 from rlhealth.facts import Evidence, JobMeasured
 from rlhealth.mode import classify_mode
-from rlhealth.observers import gpu_type
+import rlhealth.observers.gpu_type as gpu_type
 from rlhealth.observers.base import Observation, as_count, as_dict, as_list, rounded
 from rlhealth.observers.signatures import current_attempt
+from rlhealth.probes.backends import backend_for_layout
 from rlhealth.probes.bundle import BundleRead
 from rlhealth.packaged import packaged_yaml
 from rlhealth.probes.parse import COUNT
@@ -210,7 +211,7 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         fact_id="job", evidence=tuple(evidence),
         job_id=str(capture.get("job_id") or manifest.get("job_id") or read.root.name),
         cluster=str(capture.get("cluster") or manifest.get("cluster") or "unknown"),
-        backend=str(capture.get("backend") or ("slurm" if read.layout == "jupiter" else "iris")),
+        backend=str(capture.get("backend") or backend_for_layout(read.layout).name),
         layout=read.layout, state=state, state_source=state_source,
         evidence_age_s=rounded(max(0.0, obs.now - newest)) if newest is not None else None,
         evidence_time=iso(newest), evaluation_time=iso(obs.now),

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 from rlhealth.facts import Evidence, Occurrence, StopReasonsMeasured, TrialsMeasured
-from rlhealth.observers import coherence
+import rlhealth.observers.coherence as coherence
 from rlhealth.observers.base import Observation, ev, finite_mean, median, quantile, summary
 from rlhealth.probes.textio import quote
 

@@ -1914,7 +1914,7 @@ def flight_recorder_no_suspect(b_root):
                             "dumps name no rank and prove no desync.")
 
 
-# ----------------------------------------------------------------------------------------------- engines present (issue 14 item 6)
+# ----------------------------------------------------------------------------------------------- engines present
 def engines_ep(n: int) -> str:
     """The agentic launch with ``n`` configured inference engines."""
     return AGENTIC_EP.replace('"generator.num_inference_engines=2"', f'"generator.num_inference_engines={n}"')
@@ -2159,7 +2159,7 @@ def engines_missing_ray_logs_unsynced(b_root):
                             "other two cannot be judged missing: RESOURCES ERROR naming the failed sync.")
 
 
-# ----------------------------------------------------------------------- GPU type and agent stop reasons (issue 14)
+# ----------------------------------------------------------------------- GPU type and agent stop reasons
 def gpu_pod(node_selector: dict | None = None) -> dict:
     """A task pod of the standard job, optionally pinned to a GPU product by its nodeSelector."""
     p = pod("iris-alice-rl-qwen8b-gsm8k-0-7c4d2e-0")

@@ -491,3 +491,21 @@ def _event(pod: str, type_: str, reason: str, message: str, count: int) -> dict:
             "type": type_, "reason": reason, "message": message, "count": count,
             "firstTimestamp": iso(NOW - timedelta(hours=2)), "lastTimestamp": iso(NOW - timedelta(minutes=5)),
             "source": {"component": "kubelet", "host": "gd92c10"}}
+
+
+def wide_exec_forbidden(n: int = 64) -> Scenario:
+    """A job of ``n`` running pods on ``n`` nodes whose identity may read pods, logs, events and
+    nodes but not exec (every pods/exec is HTTP 403), with events of neighbours in the namespace:
+    what a probe's request count and time grow with."""
+    pods, logs = [], {}
+    for rank in range(n):
+        pod = make_pod(rank, 0)
+        pods.append(pod)
+        logs[(pod["metadata"]["name"], False)] = _merge(trainer_log(20, NOW - timedelta(seconds=70)) if rank == 0 else [],
+                                                        engine_lines(NOW - timedelta(minutes=10), NOW - timedelta(seconds=5)))
+    neighbours = other_job_pods()
+    events = [_event(p["metadata"]["name"], "Normal", "Started", "Started container task", 1) for p in pods + neighbours]
+    script = ExecScript({})
+    inc = Incident(pods=pods + neighbours, logs=logs, events=events, exec_handler=script,
+                   faults=[Fault("GET", r"/exec$", status=403)])
+    return Scenario(inc, script, f"{n} running pods, exec forbidden (HTTP 403)")

@@ -27,6 +27,17 @@ def load(capture: Path, name: str):
     return json.loads((capture / name).read_text())
 
 
+def diagnosed_attempts(bundle: Path) -> list[dict]:
+    """The attempts of the bundle's diagnosis (each with the first causal error the diagnosis
+    judged from the leg's logs; the probe itself writes none)."""
+    from datetime import datetime, timezone
+
+    from rlhealth.diagnose import diagnose
+
+    report = diagnose(bundle, now=datetime.now(timezone.utc))
+    return [a.model_dump(mode="json") for a in report.restarts.attempts]
+
+
 def probes_by_name(capture: Path) -> dict[str, dict]:
     return {p["name"]: p for p in load(capture, "capture.json")["probes"]}
 

@@ -9,7 +9,7 @@ import pytest
 
 from rlhealth.probes import slurm as probe_slurm
 from rlhealth.probes.allowlist import load_allowlist
-from slurm_helpers import load, newest_capture, probe_args, probes_by_name
+from slurm_helpers import diagnosed_attempts, load, newest_capture, probe_args, probes_by_name
 
 pytestmark = pytest.mark.slurm
 TRACEBACK_ERROR = "AttributeError: 'Qwen3MoeConfig' object has no attribute 'norm_topk_prob'"
@@ -52,9 +52,11 @@ def test_same_failure_chain_capture(sshd, scenarios, tmp_path):
     assert state["state"] == "running"
     legs = [x["state"] for x in state["attempts"]]
     assert legs == ["failed", "failed", "running", "pending"], state
-    assert [x["error"] for x in state["attempts"][:2]] == [TRACEBACK_ERROR, TRACEBACK_ERROR]
+    assert [x["error"] for x in state["attempts"]] == [None] * 4     # raw evidence: no judgement in the capture
     assert [x["exit_code"] for x in state["attempts"][:2]] == [1, 1]
-    assert state["attempts"][2]["error"] is None and state["attempts"][2]["finished_at"] is None
+    assert state["attempts"][2]["finished_at"] is None
+    diagnosed = diagnosed_attempts(bundle)                          # the diagnosis judges the legs' logs
+    assert [TRACEBACK_ERROR in (x["first_error"] or "") for x in diagnosed] == [True, True, False, False], diagnosed
     assert state["failure_count"] == 2 and state["max_retries"] == 3
 
     # raw evidence: sacct of the chain, scontrol -o, squeue, bounded copies of each leg's logs
@@ -95,12 +97,16 @@ def test_timeout_leg_with_healthy_successor_is_not_a_burn(sshd, scenarios, tmp_p
     t1, t2 = scenarios.timeout_chain
     wait_state(t1, {"TIMEOUT"}, 150)
     wait_state(t2, {"RUNNING"}, 60)
-    cap = newest_capture(probe_slurm.capture(probe_args(sshd, t2, tmp_path)))
+    bundle = probe_slurm.capture(probe_args(sshd, t2, tmp_path))
+    cap = newest_capture(bundle)
     state = load(cap, "state.json")
     assert state["state"] == "running"
     first, second = state["attempts"]
-    assert first["state"] == "failed" and "DUE TO TIME LIMIT" in first["error"]
+    assert first["state"] == "failed" and first["error"] is None
     assert second["state"] == "running" and second["error"] is None
+    first, second = diagnosed_attempts(bundle)
+    assert "DUE TO TIME LIMIT" in first["first_error"] and "chain restart" in first.get("interpretation", "")
+    assert second["first_error"] is None
     assert state["failure_count"] == 0
     assert "TIMEOUT" in (cap / "slurm" / "sacct_chain.txt").read_text()
 
@@ -126,11 +132,14 @@ def test_pending_leg(sshd, scenarios, tmp_path):
 
 
 def test_cancelled_leg(sshd, scenarios, tmp_path):
-    cap = newest_capture(probe_slurm.capture(probe_args(sshd, scenarios.cancelled, tmp_path)))
+    bundle = probe_slurm.capture(probe_args(sshd, scenarios.cancelled, tmp_path))
+    cap = newest_capture(bundle)
     state = load(cap, "state.json")
     assert state["state"] == "killed"
     (only,) = state["attempts"]
-    assert only["state"] == "killed" and re.search(rf"\*\*\* JOB {scenarios.cancelled} ON \S+ CANCELLED AT", only["error"])
+    assert only["state"] == "killed" and only["error"] is None
+    (only,) = diagnosed_attempts(bundle)
+    assert re.search(rf"\*\*\* JOB {scenarios.cancelled} ON \S+ CANCELLED AT", only["first_error"])
     assert state["failure_count"] == 1
     assert "CANCELLED by" in (cap / "slurm" / "sacct_job.txt").read_text()
 
@@ -152,7 +161,7 @@ def test_logs_found_through_experiment_dir_when_scontrol_has_no_paths(sshd, scen
     (cap_dir / "state.json").unlink()
     probe_slurm.normalize_capture(cap_dir)
     state = load(cap_dir, "state.json")
-    assert state["attempts"][0]["error"] == TRACEBACK_ERROR  # rebuilt from the raw files alone
+    assert state["attempts"][0]["exit_code"] == 1  # rebuilt from the raw files alone
     assert [x["state"] for x in state["attempts"]][:2] == ["failed", "failed"]
 
 

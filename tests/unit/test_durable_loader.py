@@ -1,4 +1,4 @@
-"""Loading durable-rules on every supported Python (issue 15): the compatibility extension is
+"""Loading durable-rules on every supported Python: the compatibility extension is
 loaded exactly when the plain import lacks PyEval_CallObject, and an unloadable engine is an
 exit-1 run with a valid JSON report that names the Python, the cause and the fix."""
 from __future__ import annotations
