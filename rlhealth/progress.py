@@ -88,9 +88,10 @@ def bar(done: float, total: float, width: int = 20) -> str:
 def _columns() -> int:
     """The terminal's width (160 when unknown): a longer line would wrap and break ``\\r``."""
     try:
-        return max(40, min(os.get_terminal_size(sys.stderr.fileno()).columns, 400))
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
     except (OSError, ValueError, AttributeError):
-        return 160
+        columns = 0
+    return max(40, min(columns, 400)) if columns > 0 else 160     # 0: a terminal that never said
 
 
 _CURRENT: Progress | None = None
