@@ -128,7 +128,7 @@ Examples:
   # Every job synced under the default bundle root, most urgent first
   rlhealth triage ~/Documents/iris-job-bundles
 
-  # The packaged examples as a fleet, judged at the wedged example's time, as JSON
+  # The packaged examples as a fleet, judged at the wedged example's time, as JSON (exit 10: one KILL)
   rlhealth triage "$(dirname "$(rlhealth examples --path colocated-wedge)")" --now {now:colocated-wedge} --format json
 """
 
@@ -172,8 +172,30 @@ Examples:
   # Each example with the exact command line that diagnoses it and what it shows
   rlhealth examples
 
-  # Diagnose one by name: --path prints only its bundle directory
+  # Diagnose one by name: --path prints only its bundle directory ({verdict:healthy-agentic})
   rlhealth diagnose "$(rlhealth examples --path healthy-agentic)" --now {now:healthy-agentic}
+"""
+
+RULES_LIST_EPILOG = """\
+Exit status: 0, 2 usage error.
+
+Examples:
+  # Every rule with its description, as Markdown
+  rlhealth rules list
+
+  # The same as JSON, for a program
+  rlhealth rules list --format json
+"""
+
+RULES_TEST_EPILOG = """\
+Exit status: 0 when every rule test passes (and, for the packaged tests, every rule is covered), else 1; 2 usage error.
+
+Examples:
+  # The packaged rule tests with rule coverage
+  rlhealth rules test
+
+  # Your own rule tests, with your own signatures
+  rlhealth rules test my-rule-tests/ --signatures my-signatures/
 """
 
 MCP_EPILOG = """\
@@ -269,7 +291,7 @@ def _command_of(argv: list[str]) -> str | None:
 
 COMMANDS = ("diagnose", "probe", "audit", "triage", "history", "schema", "rules", "examples", "mcp")
 SCHEMAS = ("report", "audit")
-NOW_HELP = "evaluation time, ISO-8601, e.g. 2026-08-01T15:25:00Z; no zone means UTC (default: the wall clock)"
+NOW_HELP = "evaluation time, ISO-8601, e.g. 2026-08-01T12:00:00Z; no zone means UTC (default: the wall clock)"
 MAX_AGE_HELP = ("freshness limit for a job that is not terminal: older newest evidence is ERROR (stale); "
                 "90s, 30m, 2h, 1d (default: %(default)s)")
 QUIET_HELP = "no progress line on stderr (default: a progress line when stderr is a terminal, none otherwise)"
@@ -393,21 +415,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the record to FILE (whole or not at all) (default: stdout)")
     a.add_argument("--now", metavar="TIME", help=NOW_HELP)
 
-    r = parser.add_command(sub, "rules", help="the rule base: list the rules or run the rule tests",
-                           description="The rule base: list every rule, or run the rule tests.", epilog=RULES_EPILOG)
-    rsub = r.add_subparsers(dest="rules_command", required=True, parser_class=_Parser, metavar="SUBCOMMAND",
-                            title="subcommands")
-    rl = r.add_command(rsub, "list", help="print every rule with its description",
-                       description="Print every rule with its description.")
-    rl.add_argument("--format", choices=["markdown", "json"], default="markdown",
-                    help="output format (default: %(default)s)")
-    rt = r.add_command(rsub, "test", help="run the rule tests (default: the packaged ones, with coverage)",
-                       description="Run rule tests: the packaged ones with rule coverage, or those in PATH.")
-    rt.add_argument("path", nargs="?", type=Path, metavar="PATH",
-                    help="a rule-test YAML file or a directory of them (default: the packaged rule tests)")
-    signatures_arg(rl)
-    signatures_arg(rt)
-
     t = parser.add_command(sub, "triage", help="diagnose every job bundle under a syncdown root, most urgent first",
                            description="Diagnose every job bundle under ROOT (in parallel) and list them most "
                                        "urgent first: KILL, ERROR, NO-KILL.", epilog=TRIAGE_EPILOG)
@@ -429,12 +436,6 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--format", choices=["markdown", "json"], default="markdown",
                    help="markdown: one line per verdict; json: rlhealth.history/v1 (default: %(default)s)")
 
-    s = parser.add_command(sub, "schema", help="print a shipped JSON Schema",
-                           description="Print a shipped JSON Schema.", epilog=SCHEMA_EPILOG)
-    s.add_argument("name", nargs="?", choices=SCHEMAS, default="report", metavar="NAME",
-                   help="report: what diagnose/probe print with --format json; audit: the audit record "
-                        "(default: %(default)s)")
-
     e = parser.add_command(sub, "examples", help="the example bundles shipped with the package, each with its command line",
                            description="List the example bundles shipped with the package: what each is, the exact "
                                        "command line that diagnoses it (with its --now) and what that shows.",
@@ -443,6 +444,28 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--format", choices=["text", "json"], default="text",
                    help="text: for reading; json: a list of {name, path, now, verdict, exit_code, argv, ...} "
                         "(default: %(default)s)")
+
+    s = parser.add_command(sub, "schema", help="print a shipped JSON Schema",
+                           description="Print a shipped JSON Schema.", epilog=SCHEMA_EPILOG)
+    s.add_argument("name", nargs="?", choices=SCHEMAS, default="report", metavar="NAME",
+                   help="report: what diagnose/probe print with --format json; audit: the audit record "
+                        "(default: %(default)s)")
+
+    r = parser.add_command(sub, "rules", help="the rule base: list the rules or run the rule tests",
+                           description="The rule base: list every rule, or run the rule tests.", epilog=RULES_EPILOG)
+    rsub = r.add_subparsers(dest="rules_command", required=True, parser_class=_Parser, metavar="SUBCOMMAND",
+                            title="subcommands")
+    rl = r.add_command(rsub, "list", help="print every rule with its description",
+                       description="Print every rule with its description.", epilog=RULES_LIST_EPILOG)
+    rl.add_argument("--format", choices=["markdown", "json"], default="markdown",
+                    help="output format (default: %(default)s)")
+    rt = r.add_command(rsub, "test", help="run the rule tests (default: the packaged ones, with coverage)",
+                       description="Run rule tests: the packaged ones with rule coverage, or those in PATH.",
+                       epilog=RULES_TEST_EPILOG)
+    rt.add_argument("path", nargs="?", type=Path, metavar="PATH",
+                    help="a rule-test YAML file or a directory of them (default: the packaged rule tests)")
+    signatures_arg(rl)
+    signatures_arg(rt)
 
     parser.add_command(sub, "mcp", help="serve diagnose, probe, audit, triage and history as MCP tools over stdio "
                                         "(needs the optional extra rlhealth[mcp])",
