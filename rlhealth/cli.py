@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+from rlhealth.checks import check_command
 from rlhealth.durable_loader import EngineUnavailable
 from rlhealth.usage import (EXIT_ERROR, EXIT_INTERNAL, EXIT_KILL, EXIT_NO_KILL, EXIT_USAGE,  # noqa: F401
-                           VERDICT_EXIT, UsageError, check_command, interrupted_exit, join_dash_values,
+                           VERDICT_EXIT, UsageError, interrupted_exit, join_dash_values,
                            parse_duration, parse_now, signal_name)
 
 DESCRIPTION = """\
@@ -224,7 +225,7 @@ def _expand(text: str | None) -> str | None:
         nonlocal examples
         kind, name = m.group(1), m.group(2)
         if kind == "gpus":
-            from rlhealth.usage import known_gpus
+            from rlhealth.checks import known_gpus
             return ", ".join(known_gpus())
         if examples is None:
             from rlhealth.examples import load_examples

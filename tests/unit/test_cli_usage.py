@@ -1,6 +1,6 @@
 """Usage errors are usage errors, in every command: exit 2, one clear line on stderr, and under
 ``--format json`` the command's own document with ``error.kind: "usage"``. The checks live in
-``rlhealth.usage`` (plain functions the MCP server calls too)."""
+``rlhealth.usage`` and ``rlhealth.checks`` (plain functions the MCP server calls too)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import jsonschema
 import pytest
 
+from rlhealth import checks as C
 from rlhealth import usage as U
 from rlhealth.report import load_schema
 
@@ -99,10 +100,10 @@ def test_usage_errors_exit_2_with_one_line_and_a_json_document(places, argv, mes
 def test_gpu_names_come_from_the_hardware_table_in_any_case():
     table = (REPO / "rules" / "tables" / "gpu_hbm_bandwidth.csv").read_text().splitlines()[1:]
     names = [row.split(",")[0] for row in table if row.strip()]
-    assert U.known_gpus() == names
-    assert U.check_gpu("h100-80gb-sxm") == "H100-80GB-SXM" and U.check_gpu(None) is None
+    assert C.known_gpus() == names
+    assert C.check_gpu("h100-80gb-sxm") == "H100-80GB-SXM" and C.check_gpu(None) is None
     with pytest.raises(U.UsageError, match="known: " + ", ".join(names)):
-        U.check_gpu("banana")
+        C.check_gpu("banana")
 
 
 def test_a_known_gpu_is_accepted_and_reported_as_the_table_spells_it():
@@ -113,8 +114,8 @@ def test_a_known_gpu_is_accepted_and_reported_as_the_table_spells_it():
 
 def test_an_existing_capture_is_accepted(tmp_path):
     b = _bundle_with_captures(tmp_path)
-    U.check_capture(b, "20260801T120000Z")
-    U.check_capture(b, None)
+    C.check_capture(b, "20260801T120000Z")
+    C.check_capture(b, None)
 
 
 def test_dash_values_reach_their_option():
@@ -127,14 +128,14 @@ def test_dash_values_reach_their_option():
 
 def test_check_command_takes_any_object_with_the_option_names(tmp_path):
     """The MCP server validates its tool arguments through the same function."""
-    U.check_command("diagnose", SimpleNamespace(bundle=str(tmp_path), now="2026-08-01T00:00:00Z", max_age="30m"))
+    C.check_command("diagnose", SimpleNamespace(bundle=str(tmp_path), now="2026-08-01T00:00:00Z", max_age="30m"))
     with pytest.raises(U.UsageError, match="BUNDLE does not exist"):
-        U.check_command("diagnose", SimpleNamespace(bundle=str(tmp_path / "nope")))
+        C.check_command("diagnose", SimpleNamespace(bundle=str(tmp_path / "nope")))
     args = SimpleNamespace(bundle=str(tmp_path), gpu="b200-180gb")
-    U.check_command("diagnose", args)
+    C.check_command("diagnose", args)
     assert args.gpu == "B200-180GB"
     with pytest.raises(U.UsageError, match="--max-age: not a duration"):
-        U.check_command("triage", SimpleNamespace(root=str(tmp_path), max_age="soon"))
+        C.check_command("triage", SimpleNamespace(root=str(tmp_path), max_age="soon"))
 
 
 def test_a_subcommand_typo_prints_the_subcommands_usage():

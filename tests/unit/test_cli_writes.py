@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from rlhealth import cli
-from rlhealth import usage as U
+from rlhealth import checks as C
 
 from corpus import REPO, rlhealth_argv
 
@@ -66,10 +66,10 @@ def test_package_directories_are_the_package_and_site_packages():
 
     import rlhealth
 
-    assert U.inside_package(EXAMPLES / "healthy-agentic") is not None
-    assert U.inside_package(os.path.dirname(rlhealth.__file__)) is not None
-    assert U.inside_package(os.path.join(sysconfig.get_paths()["purelib"], "x", "y")) is not None
-    assert U.inside_package("/tmp/some-bundle") is None
+    assert C.inside_package(EXAMPLES / "healthy-agentic") is not None
+    assert C.inside_package(os.path.dirname(rlhealth.__file__)) is not None
+    assert C.inside_package(os.path.join(sysconfig.get_paths()["purelib"], "x", "y")) is not None
+    assert C.inside_package("/tmp/some-bundle") is None
 
 
 def _isolated_home(tmp_path):
