@@ -46,16 +46,23 @@ def known_gpus() -> list[str]:
 
 
 def check_gpu(name: str | None) -> str | None:
-    """``--gpu``: a name of the hardware table (any case), returned as the table spells it; else
-    ``UsageError`` listing the known names. None stays None."""
+    """``--gpu``: a GPU class of the hardware table (any case: returned as the table spells it), or
+    a product name the table's name patterns map to a class (``H100``, ``NVIDIA H100 80GB HBM3``:
+    returned as written, the diagnosis maps it the same way); else ``UsageError`` listing the known
+    classes. None stays None."""
     if name is None or not str(name).strip():
         return None
+    from rlhealth.probes.parse.nvidia_smi import gpu_class_or_none
+
     known = known_gpus()
-    by_key = {g.lower(): g for g in known}
-    found = by_key.get(str(name).strip().lower())
-    if found is None:
-        raise UsageError(f"--gpu {name}: not in the hardware table; known: {', '.join(known)}")
-    return found
+    text = str(name).strip()
+    found = {g.lower(): g for g in known}.get(text.lower())
+    if found is not None:
+        return found
+    if gpu_class_or_none(text) in known:
+        return text
+    raise UsageError(f"--gpu {name}: not in the hardware table; known: {', '.join(known)} "
+                     "(or a product name rules/tables/gpu_names.csv maps to one, e.g. H100)")
 
 
 def package_directories() -> list[Path]:

@@ -327,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override the mode (default: read from the launch configuration in the bundle)")
         p.add_argument("--quiet", "-q", action="store_true", help=QUIET_HELP)
         g = p.add_argument_group("dispatcher inputs (given evidence, not observed; each default: not given)")
-        g.add_argument("--gpu", help="GPU type of the job, a name of the hardware table: {gpus}")
+        g.add_argument("--gpu", help="GPU type of the job, a class of the hardware table ({gpus}) or a product "
+                                     "name rules/tables/gpu_names.csv maps to one, e.g. H100")
         g.add_argument("--model", metavar="NAME", help="model name, e.g. Qwen3-30B-A3B")
         g.add_argument("--total-params-b", type=float, metavar="B", help="total parameters of --model, in billions")
         g.add_argument("--active-params-b", type=float, metavar="B",

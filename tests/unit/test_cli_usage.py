@@ -102,6 +102,7 @@ def test_gpu_names_come_from_the_hardware_table_in_any_case():
     names = [row.split(",")[0] for row in table if row.strip()]
     assert C.known_gpus() == names
     assert C.check_gpu("h100-80gb-sxm") == "H100-80GB-SXM" and C.check_gpu(None) is None
+    assert C.check_gpu("H100") == "H100" and C.check_gpu("NVIDIA H200") == "NVIDIA H200"   # names the table maps
     with pytest.raises(U.UsageError, match="known: " + ", ".join(names)):
         C.check_gpu("banana")
 
