@@ -1084,7 +1084,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 pass
         log_work.close()
         progress.note("the trial reader finishes the other files and the trial directories")
-        read.trials = trials_job.result(progress.trials if progress.enabled else None)
+        read.trials = (trials_job.result(on_chunk=progress.trials) if progress.enabled else trials_job.result())
         for extra in trials_job.after_results:
             if isinstance(extra, dict):
                 parts.update((i, p) for i, p in extra.items() if isinstance(p, _FileScan) and i not in parts)
@@ -1112,7 +1112,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trials_job is not None:
         read.trace_dir_exists = True
         if read.trials is None:
-            read.trials = trials_job.result(progress.trials if progress.enabled else None)
+            read.trials = (trials_job.result(on_chunk=progress.trials) if progress.enabled else trials_job.result())
     progress.close()
     return read
 

@@ -1082,6 +1082,8 @@ class BackgroundSummary:
         self._readers: list[tuple[Any, Any]] = []
         self._tokens: int | None = None
         self.after_results: list[Any] = []
+        self._on_chunk: Callable[[int, int], None] | None = None
+        """Told (chunks read here, chunks in all) after each chunk this process reads (``result``)."""
         procs = min(workers, _cpus())
         forks = procs - 1
         if early is not None and early.started and early.trace_root == Path(trace_root) and forks >= 1:
@@ -1115,7 +1117,8 @@ class BackgroundSummary:
     def forked(self) -> bool:
         return bool(self._readers)
 
-    def _tally_in_process(self, on_chunk: Callable[[int, int], None] | None = None) -> TrialTally:
+    def _tally_in_process(self) -> TrialTally:
+        on_chunk = self._on_chunk
         tally = TrialTally(self._since, self._sample_size)
         for index, chunk in enumerate(self._chunks):
             for dir_name in chunk.split(b"\0"):
@@ -1125,11 +1128,11 @@ class BackgroundSummary:
                 on_chunk(index + 1, len(self._chunks))
         return tally
 
-    def _tally_shared(self, on_chunk: Callable[[int, int], None] | None = None) -> TrialTally | None:
+    def _tally_shared(self) -> TrialTally | None:
         """The caller's share of the queue merged with every reader's tally; None if one failed."""
         tally: TrialTally | None = TrialTally(self._since, self._sample_size)
         try:
-            _read_claimed(self._root, self._chunks, self._tokens, self._aliases, tally, on_chunk)
+            _read_claimed(self._root, self._chunks, self._tokens, self._aliases, tally, self._on_chunk)
         finally:
             os.close(self._tokens)
             self._tokens = None
@@ -1152,9 +1155,10 @@ class BackgroundSummary:
 
     def result(self, on_chunk: Callable[[int, int], None] | None = None) -> TrialSummary:
         """The summary; ``on_chunk(chunks read here, chunks in all)`` after each chunk this process reads."""
-        tally = self._tally_shared(on_chunk) if self._tokens is not None else None
+        self._on_chunk = on_chunk
+        tally = self._tally_shared() if self._tokens is not None else None
         if tally is None:
-            tally = self._tally_in_process(on_chunk)
+            tally = self._tally_in_process()
         summary = TrialSummary.from_tally(tally)
         _sample_outputs(summary, self._trace_root, tally.newest_sample())
         return summary
