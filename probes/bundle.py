@@ -18,7 +18,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:   # the reader is handed the catalog; it never loads the rule base itself
     from rlhealth.catalog import Catalog, Signature
@@ -40,7 +40,7 @@ from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS, scan_patt
 from rlhealth.probes.parse.trials import BackgroundSummary, EarlyTrials, TrialSummary
 from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, stats_fields, stats_line, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
-from rlhealth.progress import human_bytes, scan_progress
+from rlhealth.progress import ScanProgress
 
 LOG_DIRS = ("pod_logs", "ray_vllm_logs", "slurm_logs", "ray_logs")
 NON_LOG_SUFFIXES = (".json", ".jsonl", ".tsv", ".csv", ".parquet", ".pt", ".safetensors", ".gz", ".tar", ".png")
@@ -333,6 +333,8 @@ class _Router:
         self.first_step_progress: tuple[tuple[int, int], bool] | None = None
         self.phases_finished: set[str] = set()
         self.file_index = 0
+        self.on_block: Callable[[int], None] | None = None
+        """Told the byte count of each block scanned (the scan's progress line), or None."""
         self.open_events: dict[str | None, events_mod.LogEvent] = {}
         """The newest event of each process (line prefix) of this file; that process's lines up to
         its ``last_line`` belong to it (interleaved ranks keep their own tracebacks)."""
@@ -509,6 +511,8 @@ class _Router:
                         self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=clean_line(raw),
                                      block=block, end=line_end, block_end=end))
                 lineno += count
+                if self.on_block is not None:
+                    self.on_block(end)
         finally:
             if sink is not None:        # what it recorded before a failure stays, as the rest does
                 self.read.stats_count += sink.count
@@ -796,12 +800,13 @@ class _LogWork:
             os.close(self.tokens)
             self.tokens = None
 
-    def scan_one(self, index: int) -> _FileScan:
+    def scan_one(self, index: int, on_block: Callable[[int], None] | None = None) -> _FileScan:
         path, rel, attempt = self.plan[index]
         part = BundleRead(root=self.root)
         router = _Router(part, self.catalog, self.reference, rel, attempt, self.skip, set())
         router.agg_class = _ChainedAgg
         router.file_index = index
+        router.on_block = on_block
         try:
             lines, error = router.scan(self.scanner, path), None
         except OSError as exc:
@@ -1060,25 +1065,23 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
             log_work = None
     # --- logs
     seen_steps: set[int] = set()
-    progress = scan_progress(len(files))
+    progress = ScanProgress([path for path, _, _ in plan])
+    on_block = progress.advance if progress.enabled else None
     parts: dict[int, _FileScan] = {}
     if log_work is not None:
         # this process claims files too (largest first); every file is merged in file order below
-        claimed = 0
         while (index := log_work.claim()) is not None:
-            if progress.enabled:
-                progress.update(claimed, plan[index][1])
-            claimed += 1
+            progress.start_file(plan[index][1])
             try:
-                parts[index] = log_work.scan_one(index)
+                parts[index] = log_work.scan_one(index, on_block)
             except Exception:  # noqa: BLE001 - routed again in order below, failing where it would
                 pass
         log_work.close()
-        read.trials = trials_job.result()
+        progress.note("the trial reader finishes the other files and the trial directories")
+        read.trials = (trials_job.result(on_chunk=progress.trials) if progress.enabled else trials_job.result())
         for extra in trials_job.after_results:
             if isinstance(extra, dict):
                 parts.update((i, p) for i, p in extra.items() if isinstance(p, _FileScan) and i not in parts)
-    scanned_bytes = 0
     for index, (path, rel, attempt) in enumerate(plan):
         part = parts.pop(index, None)
         if part is not None and _merge_file_scan(read, part, seen_steps, catalog):
@@ -1088,28 +1091,23 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
             else:
                 read.problems.append(ProblemNote(source=rel, reason=part.error))
             continue
-        if progress.enabled and log_work is None:
-            progress.update(index, f"{rel} ({human_bytes(scanned_bytes)} scanned)")
+        progress.start_file(rel)
         router = _Router(read, catalog, reference, rel, attempt, skip, seen_steps)
         router.file_index = index
+        router.on_block = on_block
         try:
             read.lines_read += router.scan(scanner, path)
             read.log_files.append(rel)
         except OSError as exc:
             read.problems.append(ProblemNote(source=rel, reason=f"unreadable log: {exc.strerror or exc}"))
-        if progress.enabled:
-            try:
-                scanned_bytes += path.stat().st_size
-            except OSError:
-                pass
-    progress.close()
     _finish_stats(read, reference)
     _settle_occurrences(read)
     # --- trials (read in a forked process while the logs are scanned; see BackgroundSummary)
     if trials_job is not None:
         read.trace_dir_exists = True
         if read.trials is None:
-            read.trials = trials_job.result()
+            read.trials = (trials_job.result(on_chunk=progress.trials) if progress.enabled else trials_job.result())
+    progress.close()
     return read
 
 

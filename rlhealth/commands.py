@@ -48,3 +48,8 @@ def run_captured(main: Main, argv: list[str]) -> tuple[str, int]:
             return _OUT.getvalue(), code
         finally:
             _OUT = None
+
+
+def capturing() -> bool:
+    """True while ``run_captured`` runs a command (its output goes to a buffer, never a terminal)."""
+    return _OUT is not None

@@ -34,9 +34,9 @@ class NextActionMachine(BaseModel):
 
 
 class ErrorInfo(BaseModel):
-    """Only when the command could not run: a usage error (exit 2) or an internal failure (exit 1)."""
+    """Only when the command could not run: a usage error (exit 2), an internal failure (exit 1), or an interrupt (exit 130 SIGINT, 143 SIGTERM)."""
     model_config = _DOCUMENTED
-    kind: Literal["usage", "internal"]
+    kind: Literal["usage", "internal", "interrupted"]
     message: str
     exit_code: int
 
@@ -139,7 +139,7 @@ class ReportDocument(Report):
     """What ``--format json`` prints: the report, and ``error`` when the command could not run."""
     model_config = ConfigDict(_DOCUMENTED, json_schema_extra=_error_is_optional)
     error: ErrorInfo | None = None
-    """Only when the command could not run: a usage error (exit 2) or an internal failure (exit 1)."""
+    """Only when the command could not run: a usage error (exit 2), an internal failure (exit 1), or an interrupt (exit 130 SIGINT, 143 SIGTERM)."""
 
 
 def load_schema() -> dict[str, Any]:

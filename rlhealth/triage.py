@@ -158,21 +158,35 @@ def triage(root: Path, *, now: datetime, max_age_s: float, workers: int | None =
             ctx = multiprocessing.get_context("spawn")
         try:
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futures = {pool.submit(_diagnose_one, b, now_iso, max_age_s): b for b in longest_first(bundles)}
-                for i, fut in enumerate(as_completed(futures), start=1):
-                    b = futures[fut]
-                    try:
-                        rows.append(fut.result())
-                    except Exception as exc:  # noqa: BLE001 - a dead worker is an ERROR row, not a crash
-                        rows.append({"path": b, "job_id": None, "verdict": "ERROR", "confidence": "low", "gates": {},
-                                     "next_action_kind": "investigate",
-                                     "error": f"worker failed: {type(exc).__name__}: {exc}"})
-                    if progress is not None:
-                        progress.update(i, Path(b).name)
+                try:
+                    futures = {pool.submit(_diagnose_one, b, now_iso, max_age_s): b for b in longest_first(bundles)}
+                    for i, fut in enumerate(as_completed(futures), start=1):
+                        b = futures[fut]
+                        try:
+                            rows.append(fut.result())
+                        except Exception as exc:  # noqa: BLE001 - a dead worker is an ERROR row, not a crash
+                            rows.append({"path": b, "job_id": None, "verdict": "ERROR", "confidence": "low", "gates": {},
+                                         "next_action_kind": "investigate",
+                                         "error": f"worker failed: {type(exc).__name__}: {exc}"})
+                        if progress is not None:
+                            progress.update(i, Path(b).name)
+                except BaseException:
+                    _stop_pool(pool)
+                    raise
         finally:
             if forked:
                 gc.unfreeze()
     return sort_rows(rows)
+
+
+def _stop_pool(pool) -> None:
+    """An interrupted triage (Ctrl-C, SIGTERM): cancel the queued bundles and end the workers, so
+    leaving the pool does not wait for the rest of the fleet."""
+    import multiprocessing
+
+    pool.shutdown(wait=False, cancel_futures=True)
+    for child in multiprocessing.active_children():
+        child.terminate()
 
 
 def sort_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -859,12 +859,14 @@ def _chunk_size(chunks: list[bytes]) -> int:
 
 
 def _read_claimed(root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
-                  tally: TrialTally) -> None:
+                  tally: TrialTally, on_chunk: Callable[[int, int], None] | None = None) -> None:
     """Read the chunks whose numbers this reader takes from the ``tokens`` pipe until it is empty.
 
     The pipe holds every chunk number as 4 bytes, written before any reader started, with every
     write end closed: a 4-byte read takes one whole number atomically, and EOF means all taken.
+    ``on_chunk(read here, chunks in all)`` follows each chunk (a progress line), when given.
     """
+    done = 0
     while True:
         token = os.read(tokens, 4)
         if len(token) < 4:
@@ -873,6 +875,9 @@ def _read_claimed(root: bytes, chunks: list[bytes], tokens: int, aliases: dict[s
         for dir_name in chunks[chunk].split(b"\0"):
             tally.add(read_trial(root, dir_name, aliases))
         tally.seal(chunk)
+        done += 1
+        if on_chunk is not None:
+            on_chunk(done, len(chunks))
 
 
 def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
@@ -1077,6 +1082,8 @@ class BackgroundSummary:
         self._readers: list[tuple[Any, Any]] = []
         self._tokens: int | None = None
         self.after_results: list[Any] = []
+        self._on_chunk: Callable[[int, int], None] | None = None
+        """Told (chunks read here, chunks in all) after each chunk this process reads (``result``)."""
         procs = min(workers, _cpus())
         forks = procs - 1
         if early is not None and early.started and early.trace_root == Path(trace_root) and forks >= 1:
@@ -1111,18 +1118,21 @@ class BackgroundSummary:
         return bool(self._readers)
 
     def _tally_in_process(self) -> TrialTally:
+        on_chunk = self._on_chunk
         tally = TrialTally(self._since, self._sample_size)
         for index, chunk in enumerate(self._chunks):
             for dir_name in chunk.split(b"\0"):
                 tally.add(read_trial(self._root, dir_name, self._aliases))
             tally.seal(index)
+            if on_chunk is not None:
+                on_chunk(index + 1, len(self._chunks))
         return tally
 
     def _tally_shared(self) -> TrialTally | None:
         """The caller's share of the queue merged with every reader's tally; None if one failed."""
         tally: TrialTally | None = TrialTally(self._since, self._sample_size)
         try:
-            _read_claimed(self._root, self._chunks, self._tokens, self._aliases, tally)
+            _read_claimed(self._root, self._chunks, self._tokens, self._aliases, tally, self._on_chunk)
         finally:
             os.close(self._tokens)
             self._tokens = None
@@ -1143,7 +1153,9 @@ class BackgroundSummary:
         self._readers = []
         return tally
 
-    def result(self) -> TrialSummary:
+    def result(self, on_chunk: Callable[[int, int], None] | None = None) -> TrialSummary:
+        """The summary; ``on_chunk(chunks read here, chunks in all)`` after each chunk this process reads."""
+        self._on_chunk = on_chunk
         tally = self._tally_shared() if self._tokens is not None else None
         if tally is None:
             tally = self._tally_in_process()

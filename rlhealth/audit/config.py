@@ -68,6 +68,15 @@ class ConfigFacts:
         return mode, source, harness_evidence(self.doc, self.entrypoint_raw)[:8]
 
 
+def expected_layout(has_bundle: bool) -> str:
+    """Where the configuration is looked for, in order (the message of a run that cannot be classified)."""
+    places = ", ".join(f"RUN/{name}" for name in CONFIG_FILES)
+    bundle = ("BUNDLE/rlhealth/captures/<newest>/job.json resolved_config, BUNDLE/manifest.json job.entrypoint"
+              if has_bundle else "or, with --bundle (default: RUN when it holds manifest.json or rlhealth/captures/), "
+              "BUNDLE/rlhealth/captures/<newest>/job.json resolved_config and BUNDLE/manifest.json job.entrypoint")
+    return f"{places}, {bundle}"
+
+
 def _strings(obj):
     if isinstance(obj, str):
         yield obj

@@ -608,7 +608,8 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         elif x["required"] and x["status"] == "absent" and x["artifact"] in ("trials (trace_jobs)", "verifier artifacts") and mode == "agentic":
             a.problem("warning", "evidence-absent", f"agentic run: {x['artifact']} absent from the local evidence")
     if mode == "unknown":
-        a.problem("blocking", "mode-unknown", "run cannot be classified: no resolved configuration")
+        a.problem("blocking", "mode-unknown", "run cannot be classified: no resolved configuration; the audit reads "
+                  + C.expected_layout(a.bundle is not None))
 
     # ---- resume safety (newest complete checkpoint: optimizer state present, step consistent)
     resume = H.resume_assessment(budget_complete, last_step, budget, latest, ck_dirs, candidates, facts.saved_steps)

@@ -96,9 +96,10 @@ def test_screenshot_of_the_html_report_for_the_docs(tmp_path, update_golden):
         (DOCS / "html-report.png").write_bytes(png)
 
 
-def test_html_report_of_a_missing_bundle_still_renders(tmp_path):
+def test_html_report_of_an_empty_bundle_still_renders(tmp_path):
     out = tmp_path / "r.html"
-    run = subprocess.run(rlhealth_argv("diagnose", str(tmp_path / "nope"), "--now", "2026-08-01T12:00:00Z", "--format",
+    (tmp_path / "empty").mkdir()        # a bundle that does not exist is a usage error, not a report
+    run = subprocess.run(rlhealth_argv("diagnose", str(tmp_path / "empty"), "--now", "2026-08-01T12:00:00Z", "--format",
                                        "html", "-o", str(out)), capture_output=True, text=True, check=False, cwd="/")
     assert run.returncode == 20, run.stderr
     seen = open_page(out)

@@ -45,13 +45,21 @@ def test_markdown_is_the_default_and_matches_the_seed_format():
         assert any(line.startswith(head) for line in lines), head
 
 
-def test_nonexistent_bundle_is_an_error_verdict_not_a_traceback(tmp_path):
+def test_nonexistent_bundle_is_a_usage_error_not_a_traceback(tmp_path):
     out = run("diagnose", str(tmp_path / "nope"), "--now", "2026-08-01T12:00:00Z", "--format", "json")
-    assert out.returncode == 20
+    assert out.returncode == 2
     assert "Traceback" not in out.stderr
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, SCHEMA)
-    assert "does not exist" in json.dumps(doc)
+    assert doc["error"] == {"kind": "usage", "exit_code": 2, "message": f"BUNDLE does not exist: {tmp_path / 'nope'}"}
+
+
+def test_an_empty_bundle_directory_is_an_error_verdict(tmp_path):
+    out = run("diagnose", str(tmp_path), "--now", "2026-08-01T12:00:00Z", "--format", "json")
+    assert out.returncode == 20 and "Traceback" not in out.stderr
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["verdict"] == "ERROR" and "no manifest.json and no rlhealth capture" in json.dumps(doc)
 
 
 def test_usage_errors_exit_2():
@@ -67,7 +75,7 @@ def test_internal_failure_still_prints_a_valid_report(monkeypatch, capsys):
     def boom(*a, **k):
         raise RuntimeError("simulated internal bug")
     monkeypatch.setattr(diag, "diagnose", boom)
-    code = cli.main(["diagnose", "whatever", "--format", "json", "--now", "2026-08-01T12:00:00Z"])
+    code = cli.main(["diagnose", "/", "--format", "json", "--now", "2026-08-01T12:00:00Z"])
     assert code == 1
     doc = json.loads(capsys.readouterr().out)
     jsonschema.validate(doc, SCHEMA)
@@ -79,12 +87,13 @@ def test_max_age_and_capture_flags(tmp_path):
     out = run("diagnose", str(d / "bundle"), "--now", e["now"], "--max-age", "1s", "--format", "json")
     assert json.loads(out.stdout)["verdict"] == "ERROR"   # 10 minutes old > 1 s
     out = run("diagnose", str(d / "bundle"), "--now", e["now"], "--capture", "20990101T000000Z", "--format", "json")
-    assert "requested capture does not exist" in out.stdout
+    assert out.returncode == 2
+    assert json.loads(out.stdout)["error"]["message"].startswith("--capture 20990101T000000Z: no such capture in ")
 
 
 def test_examples_ship_with_the_package():
     out = run("examples")
-    assert "colocated-wedge" in out.stdout.split()
+    assert "colocated-wedge: " in out.stdout and "--now 2026-08-01T15:25:00Z" in out.stdout
     path = run("examples", "--path", "colocated-wedge").stdout.strip()
     assert (Path(path) / "manifest.json").is_file()
     res = run("diagnose", path, "--now", "2026-08-01T15:25:00Z", "--format", "json")

@@ -41,10 +41,37 @@ def test_bundle_scan_reports_files_and_bytes(monkeypatch):
 
     tty = FakeTTY()
     monkeypatch.setattr(P, "SCAN_DELAY_S", 0.0)
+    monkeypatch.setattr(P, "SCAN_INTERVAL_S", 0.0)
     monkeypatch.setattr("sys.stderr", tty)
     bundle = next(d for d in incident_dirs() if "baseline-healthy-agentic" in d.name) / "bundle"
     read_bundle(bundle, load_catalog())
-    assert "scan: [" in tty.getvalue() and "scanned)" in tty.getvalue()
+    drawn = tty.getvalue()
+    total = P.human_bytes(sum(p.stat().st_size for p in [bundle / "finelog.log", *(bundle / "pod_logs").iterdir()]))
+    assert "scan: [" in drawn and "file 1/2 " in drawn and "file 2/2 " in drawn
+    assert f"scan: [####################] {total} / {total}, file 2/2 " in drawn    # bytes, to the end
+    assert "trials: [" in drawn                                                   # then the trial directories
+    assert drawn.endswith("\r")                                                    # the line is wiped at the end
+
+
+def test_scan_progress_moves_inside_one_large_file(monkeypatch, tmp_path):
+    """A single large log moves the bar block by block (the 1.2 GB bundle showed nothing)."""
+    tty = FakeTTY()
+    monkeypatch.setattr(P, "SCAN_INTERVAL_S", 0.0)
+    log = tmp_path / "big.log"
+    log.write_bytes(b"INFO routine line\n" * 1_000_000)        # 18 MB: three 8 MiB blocks
+    p = P.ScanProgress([log], stream=tty, delay_s=0)
+    from rlhealth.catalog import load_catalog
+    from rlhealth.probes.bundle import BundleRead, _Router, scanner_for
+
+    catalog = load_catalog()
+    router = _Router(BundleRead(root=tmp_path), catalog, None, "big.log", None, {}, set())
+    router.on_block = p.advance
+    p.start_file("big.log")
+    router.scan(scanner_for(catalog), log)
+    p.close()
+    drawn = [seg.strip() for seg in tty.getvalue().split("\r") if seg.strip()]
+    assert [d.split("] ")[1].split(",")[0] for d in drawn] == ["0 B / 17.2 MiB", "8.0 MiB / 17.2 MiB",
+                                                              "16.0 MiB / 17.2 MiB", "17.2 MiB / 17.2 MiB"]
 
 
 def test_capture_steps_go_to_the_current_progress(tmp_path):
