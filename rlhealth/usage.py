@@ -51,3 +51,29 @@ def parse_duration(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise UsageError(f"duration must be positive and finite: {text!r}")
     return value
+
+
+def check_bundle_dir(path, what: str = "BUNDLE") -> None:
+    """A BUNDLE / RUN / ROOT argument names an existing directory, else ``UsageError``."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} does not exist: {p}")
+    if not p.is_dir():
+        raise UsageError(f"{what} is not a directory: {p}")
+
+
+def parse_now_or_usage(text: str | None) -> datetime:
+    """``--now`` as ``parse_now`` reads it; anything that is no ISO-8601 time is a ``UsageError``."""
+    return parse_now(text)
+
+
+def check_gpu(name: str | None, known) -> None:
+    """A given ``--gpu`` is one of ``known`` (the hardware table's names), else ``UsageError``
+    listing them. None (no GPU given) passes."""
+    if name is None or not str(name).strip():
+        return
+    names = sorted(set(known))
+    if str(name).strip() not in names:
+        raise UsageError(f"--gpu: unknown GPU {name!r}; known: {', '.join(names)}")
