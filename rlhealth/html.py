@@ -93,13 +93,13 @@ _ENGINE_DASHES = ("-", "--", ":", "-.")
 
 
 def engine_styles(n: int) -> list[dict[str, Any]]:
-    """One distinguishable style per engine line: colour (tab10), marker and dash pattern each
-    cycle at a different length, so no two of the first 40 engines share all three."""
+    """One distinguishable style per engine line: colour (tab10), marker and dash pattern cycle at
+    lengths 10, 8 and 4, so no two of the first 40 engines share all three."""
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
     return [{"color": matplotlib.colors.to_hex(cmap(i % 10)), "marker": _ENGINE_MARKERS[i % len(_ENGINE_MARKERS)],
-             "linestyle": _ENGINE_DASHES[(i // 10) % len(_ENGINE_DASHES)]} for i in range(n)]
+             "linestyle": _ENGINE_DASHES[i % len(_ENGINE_DASHES)]} for i in range(n)]
 
 
 def plot_throughput(throughput: dict, floor: float | None, floor_row: str | None) -> str | None:
