@@ -64,9 +64,13 @@ def check_bundle_dir(path, what: str = "BUNDLE") -> None:
         raise UsageError(f"{what} is not a directory: {p}")
 
 
-def parse_now_or_usage(text: str | None) -> datetime:
-    """``--now`` as ``parse_now`` reads it; anything that is no ISO-8601 time is a ``UsageError``."""
-    return parse_now(text)
+def parse_now_or_usage(text: str | None, flag: str = "--now") -> datetime:
+    """``--now`` (or another time flag, ``flag``) as ``parse_now`` reads it; anything that is no
+    ISO-8601 time is a ``UsageError`` naming the flag."""
+    try:
+        return parse_now(text)
+    except UsageError as exc:
+        raise UsageError(f"{flag}: not an ISO-8601 time: {text!r}") from exc
 
 
 def check_gpu(name: str | None, known) -> None:
