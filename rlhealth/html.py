@@ -166,7 +166,8 @@ def plot_progress(progress: dict | None) -> str | None:
     ax.set_ylabel("step")
     ax.set_xlabel("")
     ax.set_ylim(bottom=0)
-    ax.set_title("trainer progress over time, UTC", loc="left")
+    ax.set_title("trainer progress over time, UTC" + ("" if progress.get("limit_s") is not None else
+                                                      " (no rule found the trainer frozen: no freshness limit crossed)"), loc="left")
     fig.autofmt_xdate()
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
     return _svg(fig)
