@@ -271,15 +271,17 @@ class _PendingOccurrence:
     """An occurrence as the fast routing records it (the fields ``earlier`` and the routing read);
     the ``Occurrence`` model is built only for the ones the bundle read still holds when the scan
     ends (``_settle_occurrences``), once per occurrence (shared references stay shared)."""
-    __slots__ = ("source", "line", "text", "ts", "attempt", "_model")
+    __slots__ = ("source", "line", "text", "ts", "attempt", "at", "_model")
 
-    def __init__(self, source: str, line: int, text: str, ts: float | None, attempt: int | None):
-        self.source, self.line, self.text, self.ts, self.attempt = source, line, text, ts, attempt
+    def __init__(self, source: str, line: int, text: str, ts: float | None, attempt: int | None,
+                 at: int | None = None):
+        self.source, self.line, self.text, self.ts, self.attempt, self.at = source, line, text, ts, attempt, at
         self._model = None
 
     def model(self) -> Occurrence:
         if self._model is None:
-            self._model = Occurrence(source=self.source, line=self.line, text=self.text, ts=self.ts, attempt=self.attempt)
+            self._model = Occurrence(source=self.source, line=self.line, text=self.text, ts=self.ts, attempt=self.attempt,
+                                     at=self.at)
         return self._model
 
 
@@ -362,6 +364,8 @@ class _Router:
         if ts is None:
             ts = _continued_record_ts(hit, self.ref)
         ev.ts, ev.attempt, ev.file_index = ts, attempt, self.file_index
+        if ev.text is hit.text:
+            ev.at = hit.at
         if len(self.open_events) >= MAX_OPEN_EVENTS:
             self.open_events.clear()
         self.open_events[ev.process] = ev
@@ -404,9 +408,9 @@ class _Router:
         if ts is None and sig_keys:
             ts = in_event.ts if in_event is not None and in_event.ts is not None else _continued_record_ts(hit, self.ref)
         if FAST_ROUTING:
-            occ = _PendingOccurrence(self.source, hit.lineno, text, ts, attempt)
+            occ = _PendingOccurrence(self.source, hit.lineno, text, ts, attempt, hit.at)
         else:
-            occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt)
+            occ = Occurrence(source=self.source, line=hit.lineno, text=text, ts=ts, attempt=attempt, at=hit.at)
         if sig_keys:
             for k in sig_keys:
                 sig = self.catalog.signatures[k]
@@ -508,8 +512,9 @@ class _Router:
                         else:
                             stats_text(clean_line(raw), lineno + index + 1)
                     else:
-                        self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=clean_line(raw),
-                                     block=block, end=line_end, block_end=end))
+                        text, at = scanner.hit_text(block[start:line_end], keys)
+                        self(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=text,
+                                     block=block, end=line_end, block_end=end, at=at))
                 lineno += count
                 if self.on_block is not None:
                     self.on_block(end)

@@ -270,7 +270,7 @@ class LogEvent:
     """One failure-shaped event of a log file (see the module doc)."""
     __slots__ = ("kind", "exc_type", "message", "template", "source", "line", "first_line", "last_line", "text",
                  "ts", "attempt", "process", "role", "thread", "telemetry", "grade", "signal", "exit_status",
-                 "chain", "names", "level", "file_index")
+                 "chain", "names", "level", "file_index", "at")
 
     def __init__(self, kind: str, exc_type: str | None, message: str | None, *, source: str, line: int,
                  first_line: int, last_line: int, text: str, process: str | None, role: str,
@@ -286,6 +286,8 @@ class LogEvent:
         self.grade, self.signal, self.exit_status, self.chain, self.level = grade, signal, exit_status, chain, level
         self.names: list[str] = []
         self.file_index = 0
+        self.at: int | None = None
+        """Where the match ends in ``text`` when ``text`` is the long matching line (the quote is cut around it)."""
 
     @property
     def causes(self) -> tuple[str, ...]:

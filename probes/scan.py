@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 import hyperscan
 
-from rlhealth.probes.textio import clean_line
+from rlhealth.probes.textio import QUOTE_MAX_CHARS, clean_line
 
 try:
     from rlhealth.probes import _linescan
@@ -59,6 +59,9 @@ class LineHit:
     """Offset in ``block`` just past this line (before its newline)."""
     block_end: int | None = field(default=None, repr=False)
     """Where the scanned block ends inside ``block`` (None: at ``len(block)``)."""
+    at: int | None = None
+    """For a line longer than a quote: where the middle of its first signature match lies in
+    ``text`` (a character offset; the quote is taken around it). None for a shorter line."""
 
     def following_lines(self, limit: int = 200, max_bytes: int = 256 * 1024) -> Iterable[str]:
         """Lines after this one inside the same block (bounded)."""
@@ -97,6 +100,7 @@ class Scanner:
         self._np = None   # numpy, imported by the first block big enough to need it (start-up time)
         self._keys = [p.key for p in self.patterns]
         self._key_cache: dict[int, tuple[str, ...]] = {}
+        self._python_rx: dict[int, re.Pattern | None] = {}
         self._buffers = None
         self._buffer_lock = threading.Lock()
         self._db = compiled_database(*pattern_arguments(self.patterns))
@@ -131,13 +135,73 @@ class Scanner:
         for block, end, count, hits in self.iter_blocks(path, block_bytes):
             if hits:
                 for start, line_end, line_index, keys in hits:
-                    raw = block[start:line_end]
-                    if len(raw) > MAX_LINE_BYTES:
-                        raw = raw[:MAX_LINE_BYTES]
-                    on_hit(LineHit(source=source, lineno=lineno + line_index + 1, keys=keys, text=clean_line(raw),
-                                   block=block, end=line_end, block_end=end))
+                    text, at = self.hit_text(block[start:line_end], keys)
+                    on_hit(LineHit(source=source, lineno=lineno + line_index + 1, keys=keys, text=text,
+                                   block=block, end=line_end, block_end=end, at=at))
             lineno += count
         return lineno
+
+    def hit_text(self, raw: bytes | bytearray, keys: tuple[str, ...]) -> tuple[str, int | None]:
+        """The text of a matching line (its first ``MAX_LINE_BYTES``) and, for a line longer than a
+        quote, where the middle of its match lies in that text (``LineHit.at``). The match is found
+        by scanning this one line again (only long lines: most lines are returned as they are). A
+        match beyond ``MAX_LINE_BYTES`` (the end of a giant line) gives the line's head, `` … ``, and
+        the text around the match, so the line still starts as it did (timestamp, prefixes) and
+        holds its match."""
+        max_line = MAX_LINE_BYTES
+        if len(raw) <= QUOTE_MAX_CHARS:
+            return clean_line(raw), None
+        if all(k.startswith("x_") for k in keys):   # extractors only (metric records): no signature to centre on
+            return clean_line(raw[:max_line]), None
+        span = self.match_span(raw, keys)
+        if span is None:
+            return clean_line(raw[:max_line]), None
+        start, end = span
+        middle = start + min(end - start, int(QUOTE_MAX_CHARS * 0.8)) // 2
+        if end <= max_line:
+            return clean_line(raw[:max_line]), len(clean_line(raw[:middle]))
+        head = clean_line(raw[:QUOTE_MAX_CHARS]) + " … "
+        lo = max(QUOTE_MAX_CHARS, middle - 2 * QUOTE_MAX_CHARS)
+        before = clean_line(raw[lo:middle])
+        return head + before + clean_line(raw[middle:middle + 2 * QUOTE_MAX_CHARS]), len(head) + len(before)
+
+    def match_span(self, raw: bytes | bytearray, keys: tuple[str, ...]) -> tuple[int, int] | None:
+        """``(start, end)`` byte offsets of the first match in ``raw`` of a pattern keyed by one of
+        ``keys`` (signatures before extractors, the ``x_`` keys), or None. Hyperscan reports where a
+        match ends; its start is found with Python's ``re`` on the bytes before that end (a pattern
+        ``re`` cannot compile, or no match ending there: the match is taken as ending there)."""
+        wanted = set(keys)
+        ends: dict[bool, tuple[int, int]] = {}
+
+        def on_match(pid, _from, to, _flags, _ctx):
+            key = self._keys[pid]
+            if key in wanted:
+                extractor = key.startswith("x_")
+                if extractor not in ends or to < ends[extractor][0]:
+                    ends[extractor] = (to, pid)
+
+        data = bytes(raw)
+        self._db.scan(data, match_event_handler=on_match)
+        found = ends.get(False) or ends.get(True)
+        if found is None:
+            return None
+        end, pid = found
+        rx = self._python_regex(pid)
+        if rx is not None:
+            for m in rx.finditer(data, max(0, end - 8192), end):
+                if m.end() == end:
+                    return m.start(), end
+        return end, end
+
+    def _python_regex(self, pid: int):
+        cache = self._python_rx
+        if pid not in cache:
+            p = self.patterns[pid]
+            try:
+                cache[pid] = re.compile(p.regex.encode(), re.IGNORECASE if p.caseless else 0)
+            except (re.error, ValueError, OverflowError):
+                cache[pid] = None
+        return cache[pid]
 
     def iter_blocks(self, path: Path, block_bytes: int = BLOCK_BYTES, sink=None):
         """Yield ``(buffer, end, newlines, hits)`` per newline-aligned block of one file.

@@ -38,15 +38,32 @@ def clean_line(raw: bytes | str) -> str:
     return text
 
 
-def quote(text: str) -> str:
+QUOTE_BEFORE_SHARE = 0.5
+"""Where the match sits in a quote cut from a longer line: this share of the quote before it."""
+
+
+def quote(text: str, at: int | None = None) -> str:
     """A line as quoted in a report: secrets redacted, cut at QUOTE_MAX_CHARS. A value that is no
-    string (a JSON number or object where evidence should hold text) is quoted as its ``str``."""
+    string (a JSON number or object where evidence should hold text) is quoted as its ``str``.
+
+    ``at`` is where the match that made the line evidence lies in ``text`` (a character offset, the
+    middle of the matched span): a longer line is then quoted around it, with ``…`` on each side
+    that was cut; without it the line is quoted from its start."""
     from rlhealth.redact import redact
 
-    text = redact(text if isinstance(text, str) else str(text))
-    if len(text) > QUOTE_MAX_CHARS:
-        text = text[: QUOTE_MAX_CHARS - 1] + "…"
-    return text
+    raw = text if isinstance(text, str) else str(text)
+    text = redact(raw)
+    if len(text) <= QUOTE_MAX_CHARS:
+        return text
+    if at is None or at <= 0:
+        return text[: QUOTE_MAX_CHARS - 1] + "…"
+    at = min(len(redact(raw[:at])) if len(text) != len(raw) else at, len(text))
+    start = max(0, at - int(QUOTE_MAX_CHARS * QUOTE_BEFORE_SHARE))
+    if start == 0:
+        return text[: QUOTE_MAX_CHARS - 1] + "…"
+    if start + QUOTE_MAX_CHARS - 1 >= len(text):        # the match is near the end: cut the start only
+        return "…" + text[len(text) - (QUOTE_MAX_CHARS - 1):]
+    return "…" + text[start: start + QUOTE_MAX_CHARS - 2] + "…"
 
 
 class JsonReadError(Exception):

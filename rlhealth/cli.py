@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from rlhealth.checks import check_command
-from rlhealth.commands import capturing, emit as _emit, run_captured as _run_captured
+from rlhealth.commands import SCHEMAS, capturing, emit as _emit, error_document, run_captured as _run_captured  # noqa: F401
 from rlhealth.durable_loader import EngineUnavailable
 from rlhealth.probes.backends import BACKEND_NAMES, BACKENDS, get_backend
 from rlhealth.usage import (EXIT_ERROR, EXIT_INTERNAL, EXIT_KILL, EXIT_NO_KILL, EXIT_USAGE,  # noqa: F401
@@ -291,7 +291,6 @@ def _command_of(argv: list[str]) -> str | None:
 
 
 COMMANDS = ("diagnose", "probe", "audit", "triage", "history", "schema", "rules", "examples", "mcp")
-SCHEMAS = ("report", "audit")
 NOW_HELP = "evaluation time, ISO-8601, e.g. 2026-08-01T12:00:00Z; no zone means UTC (default: the wall clock)"
 MAX_AGE_HELP = ("freshness limit for a job that is not terminal: older newest evidence is ERROR (stale); "
                 "90s, 30m, 2h, 1d (default: %(default)s)")
@@ -782,45 +781,6 @@ def _cmd_mcp() -> int:
         raise UsageError(f"rlhealth mcp needs the optional extra: pip install 'rlhealth[mcp]' ({exc})") from exc
     serve(run_captured)
     return 0
-
-
-def error_document(command: str | None, message: str, *, kind: str = "usage", now: datetime | None = None,
-                   exit_code: int | None = None) -> dict:
-    """The JSON printed for a run that could not answer under ``--format json``: a usage error, an
-    interrupt (any command) or an internal failure of triage/history. The command's own document
-    shape (report, audit record, triage, history) with an ``error`` object ``{"kind":
-    "usage"|"internal"|"interrupted", "message", "exit_code"}``."""
-    now = now or datetime.now(timezone.utc)
-    if exit_code is None:
-        exit_code = EXIT_USAGE if kind == "usage" else EXIT_INTERNAL
-    error = {"kind": kind, "message": message, "exit_code": exit_code}
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    if command == "audit":
-        from rlhealth.audit.core import SCHEMA
-        return {"schema": SCHEMA, "evaluated_at": stamp, "status": "usage-error" if kind == "usage" else kind,
-                "exit_code": exit_code, "error": error,
-                "run": {"path": "", "bundle": None, "export_dir": None, "published_dir": None, "job_id": None}}
-    if command == "triage":
-        from rlhealth.triage import SCHEMA_ID
-        return {"schema": SCHEMA_ID, "root": None, "evaluated_at": stamp, "jobs": [], "error": error}
-    if command == "history":
-        from rlhealth.history import SCHEMA_ID
-        return {"schema": SCHEMA_ID, "bundle": None, "entries": [], "problems": [], "error": error}
-    from rlhealth.report import internal_failure_report
-    doc = internal_failure_report("", f"{kind} error: {message}" if kind != "interrupted" else message, now=now)
-    doc.update(error=error, next_action_machine={"kind": "investigate", "command": None, "deciding_rule": None})
-    if kind == "usage":
-        doc.update(reasoning=f"usage error: {message}", next_action="Fix the command line (see rlhealth --help) and run again.",
-                   flip_signal="A valid command line.")
-        for gate in doc["gates"].values():
-            gate["finding"] = f"not evaluated: usage error: {message}"
-    elif kind == "interrupted":
-        doc.update(reasoning=f"Not diagnosed: {message} before the diagnosis finished.",
-                   next_action="Run the same command again and let it finish.",
-                   flip_signal="A run that is not interrupted.")
-        for gate in doc["gates"].values():
-            gate["finding"] = f"not evaluated: {message}"
-    return doc
 
 
 def _cmd_examples(args) -> int:

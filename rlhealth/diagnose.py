@@ -92,7 +92,8 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
     decided = _deciding(verdict_facts, result)
     gate_facts = _by_kind(result, "gate")
     standing = [d for d in result.derived if d.kind == "conclusion" and d.fields.get("name") == "finding_stands"]
-    gates = {gate: _gate_report(gate, gate_facts, standing, derivation, result) for gate in GATES}
+    because = str(decided.fields.get("because")) if decided is not None and decided.fields.get("because") else None
+    gates = {gate: _gate_report(gate, gate_facts, standing, derivation, result, because) for gate in GATES}
     restarts_gate = _deciding([g for g in gate_facts if g.fields.get("gate") == "restarts"], result)
     burned_fact = next((d for d in result.derived if d.fields.get("name") == "restarts_burned"), None)
     burned = burned_fact.fields.get("burned") if burned_fact else 0
@@ -133,10 +134,15 @@ def _behavioral_break(result: EngineResult) -> dict | None:
 
 
 def _gate_report(gate: str, gate_facts: list[Derived], standing: list[Derived], derivation: Derivation,
-                 result: EngineResult) -> GateReport:
-    decided = _deciding([g for g in gate_facts if g.fields.get("gate") == gate], result)
+                 result: EngineResult, because: str | None = None) -> GateReport:
+    mine = [g for g in gate_facts if g.fields.get("gate") == gate]
+    decided = _deciding(mine, result)
     if decided is None:
         raise EngineError(f"the rule base decided no status for gate {gate}")
+    # the gate line shows the finding that decided the verdict, when it is one of this gate's
+    deciding = [g for g in mine if because is not None and str(g.fields.get("finding_id")) == because
+                and g.fields.get("status") == decided.fields.get("status")]
+    decided = _deciding(deciding, result) or decided
     mine = sorted((s for s in standing if s.fields.get("gate") == gate),
                   key=lambda s: (_DISPLAY_RANK[str(s.fields["status"])], s.fields.get("order", 0), str(s.fields.get("rule_of_finding"))))
     return GateReport(status=decided.fields["status"], finding=str(decided.fields.get("finding")),

@@ -45,12 +45,14 @@ import jinja2
 from rlhealth.catalog import RuleSpec
 from rlhealth.durable_loader import import_durable
 from rlhealth.facts import Derived, Fact
+from rlhealth.units import age_text
 
 durable_rules_engine, durable_engine = import_durable()
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
 _TEMPLATES = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
+_TEMPLATES.filters["age"] = age_text
 _ARITH = {"add": "$add", "sub": "$sub", "mul": "$mul", "div": "$div"}
 _COMPARE = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte", "ne": "$neq"}
 _STAGE_ALIAS = "stage_"
@@ -254,8 +256,8 @@ def _expression(text: str):
 # ``.attr`` as ``Environment.getattr`` (attribute first, then item), printed with ``str``. Whatever
 # else, and any lookup that fails (Jinja's StrictUndefined error), goes to Jinja.
 _PATH = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
-_PLAIN_FILTERS = ("int", "upper")
-"""Filters without arguments a plain print may apply (Jinja's own filter functions, called as
+_PLAIN_FILTERS = ("int", "upper", "age")
+"""Filters without arguments a plain print may apply (the environment's filter functions, called as
 Jinja calls them)."""
 _PRINT = re.compile(r"\{\{ *(" + _PATH + r") *((?:\| *(?:" + "|".join(_PLAIN_FILTERS) + r") *)*)\}\}")
 _WHOLE_PATH = re.compile(r" *(" + _PATH + r") *")

@@ -44,6 +44,9 @@ class Occurrence(BaseModel):
     """Epoch seconds (UTC) read from the line, when it carries a timestamp."""
     attempt: int | None = None
     """Attempt index the line belongs to (finelog attempt boundaries / Slurm chain leg)."""
+    at: int | None = None
+    """Where the match that made this line an occurrence lies in ``text`` (the middle of the
+    matched span; set for a line longer than a quote: the quote is taken around it)."""
 
     def evidence(self) -> Evidence:
         return Evidence(source=self.source, line=self.line, text=self.text)

@@ -72,7 +72,7 @@ def _before(a: Occurrence, b: Occurrence) -> bool:
 
 
 def _event_occurrence(ev: LogEvent) -> Occurrence:
-    return Occurrence(source=ev.source, line=ev.line, text=ev.text, ts=ev.ts, attempt=ev.attempt)
+    return Occurrence(source=ev.source, line=ev.line, text=ev.text, ts=ev.ts, attempt=ev.attempt, at=getattr(ev, "at", None))
 
 
 def _name_of(ev: LogEvent, signatures: dict[str, SignatureAgg]) -> str | None:

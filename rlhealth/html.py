@@ -88,6 +88,20 @@ def plot_phases(training: dict) -> str | None:
     return _svg(fig)
 
 
+_ENGINE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_ENGINE_DASHES = ("-", "--", ":", "-.")
+
+
+def engine_styles(n: int) -> list[dict[str, Any]]:
+    """One distinguishable style per engine line: colour (tab10), marker and dash pattern cycle at
+    lengths 10, 8 and 4, so no two of the first 40 engines share all three."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return [{"color": matplotlib.colors.to_hex(cmap(i % 10)), "marker": _ENGINE_MARKERS[i % len(_ENGINE_MARKERS)],
+             "linestyle": _ENGINE_DASHES[i % len(_ENGINE_DASHES)]} for i in range(n)]
+
+
 def plot_throughput(throughput: dict, floor: float | None, floor_row: str | None) -> str | None:
     import pandas as pd
 
@@ -95,16 +109,65 @@ def plot_throughput(throughput: dict, floor: float | None, floor_row: str | None
         return None
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(8, 2.8))
-    for i, (engine, rows) in enumerate(sorted(throughput.items())):
+    engines = sorted(throughput.items())
+    styles = engine_styles(len(engines))
+    for i, ((engine, rows), style) in enumerate(zip(engines, styles)):
         s = pd.Series([r[1] for r in rows], index=_epoch_index([r[0] for r in rows]), name=engine)
-        s.plot(ax=ax, linewidth=1.0, label=engine if len(throughput) <= 8 else None)
+        # overlapping engines (the same samples) stay visible: markers thinned per engine at an offset
+        every = max(1, len(s) // 12)
+        s.plot(ax=ax, linewidth=1.4, color=style["color"], linestyle=style["linestyle"], marker=style["marker"],
+               markersize=4, markevery=(i % every, every), alpha=0.9, label=engine if len(engines) <= 12 else None)
     if floor is not None:
         ax.axhline(floor, color="#cf222e", linestyle="--", linewidth=1.2,
                    label=f"table floor {floor:g} tok/s" + (f" ({floor_row})" if floor_row else ""))
     ax.set_ylabel("generation tok/s")
     ax.set_xlabel("")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"generation throughput per engine over time, UTC ({len(throughput)} engines)", loc="left")
+    ax.set_title(f"generation throughput per engine over time, UTC ({len(throughput)} engines)"
+                 + ("" if len(engines) <= 12 else "; legend of the first 12 omitted"), loc="left")
+    fig.autofmt_xdate()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=3, frameon=False)
+    return _svg(fig)
+
+
+def plot_progress(progress: dict | None) -> str | None:
+    """Trainer steps against time, with the newest progress, the freshness limit the rules applied
+    to its age, the newest evidence time and the evaluation time marked: a wedge is a flat line that
+    ends before the limit while the evaluation time lies beyond it."""
+    import pandas as pd
+
+    if not progress or not (progress.get("points") or progress.get("last_progress")):
+        return None
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    points = progress.get("points") or []
+    if points:
+        s = pd.Series([p[1] for p in points], index=_epoch_index([p[0] for p in points]))
+        s.plot(ax=ax, drawstyle="steps-post", marker="o", markersize=3, color="#0969da", linewidth=1.4,
+               label="completed step (dated metric records)")
+    last = progress.get("last_progress")
+    when = lambda t: _epoch_index([t])[0]  # noqa: E731
+    if last is not None:
+        ax.axvline(when(last), color="#1a7f37", linewidth=1.2, label="newest trainer progress line")
+        limit = progress.get("limit_s")
+        if limit is not None:
+            from rlhealth.units import age_text
+
+            ax.axvline(when(last + limit), color="#cf222e", linestyle="--", linewidth=1.4,
+                       label=f"freshness limit: newest progress + {age_text(limit)}")
+            end = max(t for t in (progress.get("evidence_time"), progress.get("evaluated"), last + limit) if t is not None)
+            if end > last + limit:
+                ax.axvspan(when(last + limit), when(end), color="#cf222e", alpha=0.08, linewidth=0)
+    if progress.get("evidence_time") is not None:
+        ax.axvline(when(progress["evidence_time"]), color="#6e7781", linestyle=":", linewidth=1.2,
+                   label="newest evidence (ages are measured here)")
+    if progress.get("evaluated") is not None:
+        ax.axvline(when(progress["evaluated"]), color="#1f2328", linestyle="-.", linewidth=1.2, label="evaluation time (--now)")
+    ax.set_ylabel("step")
+    ax.set_xlabel("")
+    ax.set_ylim(bottom=0)
+    ax.set_title("trainer progress over time, UTC" + ("" if progress.get("limit_s") is not None else
+                                                      " (no rule found the trainer frozen: no freshness limit crossed)"), loc="left")
     fig.autofmt_xdate()
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.3), ncol=2, frameon=False)
     return _svg(fig)
@@ -164,7 +227,9 @@ def report_plots(series: dict | None) -> list[dict[str, str]]:
     if not series:
         return []
     training = series.get("training") or {}
-    plots = [("training", "Reward, entropy, TIS and grad-norm", lambda: plot_training(training, series.get("window"))),
+    plots = [("progress", "Trainer progress over time vs the freshness limit",
+              lambda: plot_progress(series.get("progress"))),
+             ("training", "Reward, entropy, TIS and grad-norm", lambda: plot_training(training, series.get("window"))),
              ("phases", "Phase durations per step", lambda: plot_phases(training)),
              ("throughput", "Generation throughput per engine vs the table floor",
               lambda: plot_throughput(series.get("throughput") or {}, series.get("floor_tok_s"), series.get("floor_row"))),
@@ -182,6 +247,44 @@ def report_plots(series: dict | None) -> list[dict[str, str]]:
     return out
 
 
+_QUOTE_PREFIXES = ("> ", "= ")
+
+
+def why_tree(lines: list[str]) -> list[dict[str, Any]]:
+    """The WHY chain (``Report.why``: two spaces of indent per level) as a tree of
+    ``{"text", "also", "quote", "children"}``, nested exactly as the Markdown prints it: a line is a
+    child of the nearest line above it indented one level less; an ``and [rule] ...`` line is an
+    alternative statement of the node above it."""
+    roots: list[dict[str, Any]] = []
+    stack: list[tuple[int, dict[str, Any]]] = []
+    for raw in lines:
+        body = raw.lstrip(" ")
+        depth = (len(raw) - len(body)) // 2
+        if body.startswith("and [") and stack:
+            stack[-1][1]["also"].append(body)
+            continue
+        if body.startswith("<- "):
+            body = body[3:]
+        node = {"text": body, "also": [], "quote": body.startswith(_QUOTE_PREFIXES), "children": []}
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        (stack[-1][1]["children"] if stack else roots).append(node)
+        stack.append((depth, node))
+    return roots
+
+
+_BREAK_AFTER = re.compile(r"([/:._=,|-]+)")
+
+
+def with_break_points(text: Any):
+    """``text`` escaped, with a line-break opportunity (``<wbr>``) after each separator of a long
+    identifier or path (``/ : . _ = , | -``): such a token wraps at its separators, never inside a word."""
+    import markupsafe
+
+    escaped = str(markupsafe.escape("" if text is None else text))
+    return markupsafe.Markup(_BREAK_AFTER.sub(r"\1<wbr>", escaped) if len(escaped) > 24 else escaped)
+
+
 def _env():
     import jinja2
 
@@ -189,6 +292,7 @@ def _env():
                              undefined=jinja2.ChainableUndefined, autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["status_color"] = lambda s: _STATUS_COLORS.get(str(s), "#57606a")
+    env.filters["wbr"] = with_break_points
     return env
 
 
@@ -202,7 +306,17 @@ def render_report_html(report, *, history: list[dict[str, Any]] | None = None) -
     return _env().get_template("report.html.j2").render(
         r=report, gate_names=GATES, plots=[{**p, "svg": markupsafe.Markup(p["svg"]) if p["svg"] else None} for p in report_plots(report.plots)],
         derivation=[d if isinstance(d, dict) else d.model_dump() for d in (derivation or [])],
-        history=history or [], markdown=render_markdown(report))
+        history=history or [], markdown=render_markdown(report), why=why_tree(list(getattr(report, "why", None) or [])),
+        fired=_fired_counts(getattr(report, "fired_rules", None) or []))
+
+
+def _fired_counts(fired: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """Each fired rule once, with how many times it fired, in first-firing order."""
+    counts: dict[str, int] = {}
+    for f in fired:
+        rule = str(f.get("rule") if isinstance(f, dict) else f)
+        counts[rule] = counts.get(rule, 0) + 1
+    return list(counts.items())
 
 
 def render_audit_html(record: dict[str, Any]) -> str:

@@ -75,5 +75,5 @@ def complete_report(report, *, read, obs, result, given=None, with_plots: bool =
         update["given"] = json.loads(given.model_dump_json())
     if with_plots:
         from rlhealth.plots_data import collect_series
-        update["plots"] = collect_series(read, obs, report)
+        update["plots"] = collect_series(read, obs, report, result)
     return report.model_copy(update=update)

@@ -93,10 +93,37 @@ def gpu_series(read) -> list[dict[str, Any]]:
     return _thin(rows, 20 * MAX_POINTS)
 
 
-def collect_series(read, obs, report) -> dict[str, Any]:
+def progress_series(read, obs, report, result=None) -> dict[str, Any] | None:
+    """Trainer progress over time: ``points`` ``[[epoch seconds, step], ...]`` of the dated metric
+    records (first record of a step), the newest progress line (``last_progress``), the freshness
+    limit the rules applied to its age (``limit_s``, from the derived fact that measured it, None
+    when no rule did), the newest evidence time the age is measured at and the evaluation time."""
+    from rlhealth.probes.parse.timestamps import parse_iso
+
+    records: dict[int, Any] = {}
+    for rec in getattr(read, "metric_records", None) or []:
+        records.setdefault(rec.step, rec)
+    points = sorted([float(r.ts), float(step)] for step, r in records.items() if _num(r.ts) is not None)
+    last = getattr(obs, "last_progress", None)
+    last_ts = _num(getattr(last, "ts", None))
+    if not points and last_ts is None:
+        return None
+    limit = None
+    for d in (getattr(result, "derived", None) or []):
+        fields = getattr(d, "fields", None) or {}
+        if _num(fields.get("limit_s")) is not None and _num(fields.get("age_s")) is not None:
+            limit = _num(fields["limit_s"])
+            break
+    evaluated = parse_iso(report.evaluated_at) if isinstance(report.evaluated_at, str) else None
+    return {"points": _thin(points), "last_progress": last_ts, "limit_s": limit,
+            "evidence_time": _num(getattr(obs, "evidence_time", None)), "evaluated": evaluated}
+
+
+def collect_series(read, obs, report, result=None) -> dict[str, Any]:
     throughput_fact = next((f for f in obs.facts if f.kind == "throughput"), None)
     floor = _num(getattr(throughput_fact, "floor_tok_s", None)) if throughput_fact is not None else None
     return {"training": metric_series(read), "window": report.metric_window,
+            "progress": progress_series(read, obs, report, result),
             "throughput": throughput_series(read), "floor_tok_s": floor,
             "floor_row": getattr(throughput_fact, "table_row", None) if throughput_fact is not None else None,
             "trials": trial_series(read), "gpu": gpu_series(read)}

@@ -118,3 +118,12 @@ def require_directory(path, name: str) -> Path:
     if not is_dir:
         raise UsageError(f"{name} is not a directory: {p}")
     return p
+
+
+def parse_now_or_usage(text: str | None, flag: str = "--now") -> datetime:
+    """``--now`` (or another time flag, ``flag``) as ``parse_now`` reads it; anything that is no
+    ISO-8601 time is a ``UsageError`` naming the flag."""
+    try:
+        return parse_now(text)
+    except UsageError as exc:
+        raise UsageError(f"{flag}: not an ISO-8601 time: {text!r}") from exc

@@ -105,14 +105,16 @@ def _reference_block(self, block, source, lineno, keys, on_hit):
                 ids.add(matches[i][1])
                 i += 1
             raw = block[line_start:line_end]
-            on_hit(LineHit(source=source, lineno=current + 1, keys=tuple(sorted(keys[k] for k in ids)),
-                           text=clean_line(raw[:scan_mod.MAX_LINE_BYTES]), block=block, end=line_end))
+            hit_keys = tuple(sorted(keys[k] for k in ids))
+            # the text of one line (its cap and the match position of a long line): Scanner.hit_text
+            text, at = self.hit_text(raw, hit_keys)
+            on_hit(LineHit(source=source, lineno=current + 1, keys=hit_keys, text=text, block=block, end=line_end, at=at))
     return lineno + block.count(b"\n")
 
 
 def _observed(hit: LineHit) -> tuple:
     """Everything a router can read from a hit."""
-    return (hit.source, hit.lineno, hit.keys, hit.text, hit.end, tuple(hit.following_lines(limit=300)),
+    return (hit.source, hit.lineno, hit.keys, hit.text, hit.at, hit.end, tuple(hit.following_lines(limit=300)),
             hit.preceding_bytes(64 * 1024))
 
 

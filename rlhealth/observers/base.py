@@ -51,7 +51,7 @@ class Observation:
 def ev(occ: Occurrence | None) -> list[Evidence]:
     if occ is None:
         return []
-    return [Evidence(source=occ.source, line=occ.line, text=quote(occ.text))]
+    return [Evidence(source=occ.source, line=occ.line, text=quote(occ.text, getattr(occ, "at", None)))]
 
 
 def summary(source: str, text: str) -> Evidence:

@@ -22,7 +22,7 @@ def _fact(fact_id: str, e: LogEvent, occ: Occurrence, count: int, obs: Observati
 
 
 def _occ(e: LogEvent) -> Occurrence:
-    return Occurrence(source=e.source, line=e.line, text=e.text, ts=e.ts, attempt=e.attempt)
+    return Occurrence(source=e.source, line=e.line, text=e.text, ts=e.ts, attempt=e.attempt, at=getattr(e, "at", None))
 
 
 def observe(obs: Observation) -> None:

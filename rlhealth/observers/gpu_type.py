@@ -40,7 +40,7 @@ def sightings(obs: Observation, config_parts: list[tuple[str, str, str]], given=
     out: list[Sighting] = []
     for kind, name, occ in read.gpu_names:
         out.append(Sighting(kind, name, gpu_class(name), f"{occ.source}:{occ.line}",
-                            Evidence(source=occ.source, line=occ.line, text=quote(occ.text))))
+                            Evidence(source=occ.source, line=occ.line, text=quote(occ.text, occ.at))))
     info = read.job_info if isinstance(read.job_info, dict) else {}
     hardware = info.get("hardware") if isinstance(info.get("hardware"), dict) else {}
     if isinstance(hardware.get("gpu"), str) and hardware["gpu"].strip():

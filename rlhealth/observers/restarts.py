@@ -103,7 +103,8 @@ def observe(obs: Observation) -> None:
         elif a["first_error"]:
             evidence.append(Evidence(source="state.json", text=quote(a["first_error"]), summary=True))
     obs.attempts = [{"attempt": a["attempt"], "state": a["state"],
-                     "first_error": quote(a["first_error"]) if a["first_error"] else None,
+                     "first_error": (quote(a["first_error"], a["occ"].at if a["occ"] is not None and a["first_error"] == a["occ"].text
+                                           else None) if a["first_error"] else None),
                      **({"interpretation": a["interpretation"]} if a.get("interpretation") else {})} for a in attempts]
     max_retries, max_retries_source = state.get("max_retries"), "controller state (state.json max_retries)"
     if not isinstance(max_retries, int):

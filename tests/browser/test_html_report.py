@@ -33,8 +33,8 @@ def assert_self_contained(html: str) -> None:
 
 
 @pytest.mark.parametrize("fragment,plots", [
-    ("colocated-deception-live", {"training", "phases", "throughput", "trials", "gpus"}),
-    ("baseline-healthy-standard", {"training", "phases", "throughput"}),
+    ("colocated-deception-live", {"progress", "training", "phases", "throughput", "trials", "gpus"}),
+    ("baseline-healthy-standard", {"progress", "training", "phases", "throughput"}),
 ])
 def test_html_report_loads_in_chromium_with_every_plot_rendered(tmp_path, fragment, plots):
     out = tmp_path / "report.html"
@@ -69,7 +69,7 @@ def test_html_carries_the_markdown_content(tmp_path):
 
 
 def test_screenshot_of_the_html_report_for_the_docs(tmp_path, update_golden):
-    """A full-page screenshot of a five-plot report; ``--update-golden`` writes it to docs/html-report.png."""
+    """A full-page screenshot of a six-plot report; ``--update-golden`` writes it to docs/html-report.png."""
     import shutil
 
     d, e = incident("colocated-deception-live")

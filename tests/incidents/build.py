@@ -1181,7 +1181,7 @@ def hostile_input_healthy(b_root):
     b = Bundle(b_root, entrypoint=AGENTIC_EP, synced=at(125))
     lines = training_log(12, stats_era="v1")
     body = "\r\n".join("\x1b[0;36m" + ln + "\x1b[0m" if i % 3 == 0 else ln for i, ln in enumerate(lines)) + "\r\n"
-    junk = bytes(range(256)) * 64 + b"\n" + b"A" * (3 * 1024 * 1024) + b" Traceback (most recent call last) inside a giant WARNING line\n"
+    junk = bytes(range(256)) * 64 + b"\n" + b"A" * (3 * 1024 * 1024) + b" Traceback (most recent call last) at the end of a giant line\n"
     b.write("finelog.log", junk + body.encode() + b"\xff\xfe truncated mid-li")
     b.write("pod_logs/empty.log", b"")
     b.write("ray_vllm_logs/pod-0/binary.out", bytes(range(256)) * 4096)
@@ -1198,8 +1198,11 @@ def hostile_input_healthy(b_root):
                 gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False),
                 evidence=[dict(gate="liveness", contains="Training Step Progress: 12 / 200")],
+                fired=["liveness.error_handled"],
+                first_error_contains="Traceback (most recent call last) at the end of a giant line",
                 description="Bad input everywhere (binary bytes, a 3 MB line, ANSI, CRLF, truncated tail, empty file, symlink loop, "
-                            "a symlink outside the bundle, a malformed result.json): nothing crashes, nothing is lost.")
+                            "a symlink outside the bundle, a malformed result.json): nothing crashes, nothing is lost; the "
+                            "traceback at the end of the 3 MB line is quoted around its match.")
 
 
 @incident
