@@ -53,8 +53,9 @@ class EngineConfig(Extractor):
 
     def result(self, read) -> None:
         """Written after what the capture says (``read.gpu_names`` may hold its sightings)."""
-        if self.engine_model is not None:
-            read.engine_model = (self.engine_model[0], settled(self.engine_model[1]))
+        read.engine_model = None if self.engine_model is None else (self.engine_model[0], settled(self.engine_model[1]))
         read.eager_lines = [(value, settled(o)) for value, o in self.eager_lines]
+        names = list(read.gpu_names)
         for kind, name, occ in self.gpu_names:
-            add_gpu_name(read.gpu_names, kind, name, settled(occ))
+            add_gpu_name(names, kind, name, settled(occ))
+        read.gpu_names = names
