@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
+from rlhealth.facts import Occurrence
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse.timestamps import line_timestamp
 from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS
@@ -28,7 +29,6 @@ from rlhealth.probes.scan import LineHit, Scanner, actor_prefix, strip_actor_pre
 from rlhealth.probes.textio import clean_line
 
 if TYPE_CHECKING:
-    from rlhealth.facts import Occurrence
     from rlhealth.probes.bundle import BundleRead
     from rlhealth.probes.extractors.failures import Events
 
@@ -51,8 +51,6 @@ class PendingOccurrence:
 
     def model(self) -> Occurrence:
         if self._model is None:
-            from rlhealth.facts import Occurrence
-
             self._model = Occurrence(source=self.source, line=self.line, text=self.text, ts=self.ts, attempt=self.attempt)
         return self._model
 
@@ -217,8 +215,6 @@ class Extraction:
         for feed in late:
             feed(hit, keys, occ)
 
-    __call__ = route
-
     def scan(self, scanner: Scanner, path: Path) -> int:
         """Route every matched line of ``path`` (the file ``begin`` named). Returns the number of
         lines read; raises OSError as the read does."""
@@ -237,7 +233,7 @@ class Extraction:
         lanes = self._lanes
         c_engine = scan_mod.LINE_ENGINE == "c"
         sink = None
-        if c_engine and len(lanes) == 1:
+        if c_engine and len(lanes) == 1:     # the C line engine takes one sink: the one lane's
             sink = next(iter(lanes.values())).sink(scanner, max_line)
         route = self.route
         lineno = 0
@@ -306,10 +302,3 @@ def continued_record_ts(hit: LineHit, reference_epoch: float | None) -> float | 
             return None
     return None
 
-
-def first_of(held: Any, other: Any) -> Any:
-    """The first of two values in scan order (``held`` unless it is None)."""
-    return other if held is None else held
-
-
-Feed = Callable[[LineHit, frozenset, PendingOccurrence], None]

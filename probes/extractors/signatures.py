@@ -8,13 +8,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rlhealth.facts import Occurrence
 from rlhealth.probes import events as events_mod
 from rlhealth.probes.extract import LOGGED_TRACE_PREFIX, Extractor, PendingOccurrence, settled
 from rlhealth.probes.scan import strip_actor_prefix
 
 if TYPE_CHECKING:
     from rlhealth.catalog import Catalog, Signature
-    from rlhealth.facts import Occurrence
     from rlhealth.probes.extractors.failures import Events
 
 MAX_KEPT_OCCURRENCES = 3
@@ -171,8 +171,6 @@ class Signatures(Extractor):
             if sig.detail_after == "exception_line":
                 detail = _exception_line(hit)
                 if detail is not None:
-                    from rlhealth.facts import Occurrence
-
                     occ_k = Occurrence(source=occ.source, line=detail[0], text=detail[1], ts=occ.ts, attempt=occ.attempt)
                     self._agg(k, sig).add(occ_k)
                     continue

@@ -18,6 +18,7 @@ from rlhealth.probes.extract import Extractor, FileInfo
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.timestamps import line_timestamp
 from rlhealth.probes.scan import Scanner, stats_fields, stats_line
+from rlhealth.probes.textio import clean_line
 
 STATS_SAMPLES_PER_ENGINE = 400
 """The newest stats lines kept per engine."""
@@ -70,15 +71,13 @@ class Stats(Extractor):
         m = vp.stats_match(text)
         if m is None:
             return
-        self._record(text, lineno, *self._engine_and_era(text, m))
+        self._record(text, lineno, *self.engine_and_era(text, m))
 
     def feed_raw(self, raw: bytes | bytearray, lineno: int) -> None:
         """``feed_text(clean_line(raw), lineno)``, the match read by ``_linescan.stats_line`` (the
         memo key built from what it reports; the regex runs only for a memo miss)."""
         got = stats_line(raw) if stats_line is not None else False
         if got is False:                    # not plain ASCII (or no C reader): the Python path
-            from rlhealth.probes.textio import clean_line
-
             self.feed_text(clean_line(raw), lineno)
             return
         if got is None:
@@ -121,8 +120,6 @@ class Stats(Extractor):
                 cache.clear()
             found = cache[key] = vp.engine_and_era(text, m, self.file.source)
         return found
-
-    _engine_and_era = engine_and_era
 
     def sink(self, scanner: Scanner, max_line: int):
         """A ``_linescan.StatsSink`` queueing the current file's lines matched by ``x_stats`` alone
