@@ -267,6 +267,7 @@ def _cross_file_bundle(root: Path) -> Path:
     c = [_lg(None, "Training Step Progress: 6 / 100"), _lg(95, "Generation Buffer Progress: 8/32 [00:05<?, ?it/s]"),
          _lg(96, "MarinSkyRL now at 0000000"), "[core.py:93] Initializing a V1 LLM engine with config: model='other'"]
     d = [_lg(97, "Generation Buffer Progress: 8/32 [00:06<?, ?it/s]")]        # no change after b.log's 8/32
+    d += [_lg(5, "update_weights: received 18867 tensors via NCCL broadcast")]  # dated before b.log's: still not the first
     for name, lines in (("finelog.log", finelog), ("pod_logs/a.log", a), ("pod_logs/b.log", b), ("pod_logs/c.log", c),
                         ("pod_logs/d.log", d)):
         (bundle / name).write_text("\n".join(lines) + "\n")
@@ -308,7 +309,7 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
     assert read.metric_records[4].source == "finelog.log"
     assert read.engine_model[0] == "Qwen/Qwen3-8B" and read.generator_init.source == "pod_logs/b.log"
     assert read.source_rev.source == "pod_logs/b.log" and read.use_tis is True and read.weight_reload == 1
-    assert read.weight_updates == 1 and read.weight_reload_finished == 1 and read.weight_update_first.source == "pod_logs/b.log"
+    assert read.weight_updates == 2 and read.weight_reload_finished == 1 and read.weight_update_first.source == "pod_logs/b.log"
     assert len(read.eager_lines) == bundle_mod.MAX_EAGER_LINES and len(read.batch_complete) == bundle_mod.MAX_BATCH_COMPLETE
     assert read.exc_breakdown == {"VerifierTimeoutError": 2, "AgentTimeoutError": 2}
     assert read.genbuf_last_change.source == "pod_logs/b.log" and read.genbuf_last_seen.source == "pod_logs/d.log"
