@@ -21,9 +21,8 @@
  * "MM cache hit rate" or "External prefix", and the index of its first ")" (-1 if none).
  */
 #define PY_SSIZE_T_CLEAN
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE     /* memmem, memrchr */
-#endif
+/* Standard C and Python only (no memrchr, memmem or other libc extensions; SSE2 only behind
+ * __SSE2__, with a plain path for other CPUs such as arm64): builds on glibc, musl and macOS. */
 #include <Python.h>
 #if PY_VERSION_HEX < 0x030C0000
 #include <structmember.h>
@@ -100,17 +99,40 @@ count_newlines(const unsigned char *p, Py_ssize_t n)
 static Py_ssize_t
 rfind_newline(const unsigned char *p, Py_ssize_t stop)
 {
-    if (stop <= 0)
-        return -1;
-#if defined(__GLIBC__)
-    const unsigned char *q = memrchr(p, '\n', (size_t)stop);
-    return q == NULL ? -1 : (Py_ssize_t)(q - p);
-#else
+#if defined(__SSE2__)
+    /* 16 bytes a step from the end: the highest set bit of the compare mask is the last newline */
+    const __m128i nl = _mm_set1_epi8('\n');
+    while (stop >= 16) {
+        int mask = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + stop - 16)), nl));
+        if (mask != 0) {
+            int bit = 15;
+            while (!(mask & (1 << bit)))
+                bit--;
+            return stop - 16 + bit;
+        }
+        stop -= 16;
+    }
+#endif
     while (stop-- > 0)
         if (p[stop] == '\n')
             return stop;
     return -1;
-#endif
+}
+
+/* First occurrence of lit[0:len) (len >= 1) in p[0:n), or NULL. */
+static const unsigned char *
+find_literal(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t len)
+{
+    const unsigned char *end = p + n;
+    while (end - p >= len) {
+        const unsigned char *q = memchr(p, (unsigned char)lit[0], (size_t)(end - p - len + 1));
+        if (q == NULL)
+            return NULL;
+        if (memcmp(q + 1, lit + 1, (size_t)(len - 1)) == 0)
+            return q;
+        p = q + 1;
+    }
+    return NULL;
 }
 
 /* First newline in p[start:stop) or -1. */
@@ -447,7 +469,7 @@ find_stats(const unsigned char *p, Py_ssize_t n, StatsMatch *m)
 {
     Py_ssize_t at = -1, i = -1;
     const unsigned char *q = p;
-    while ((q = memmem(q, (size_t)(n - (q - p)), "Avg prompt throughput: ", 23)) != NULL) {
+    while ((q = find_literal(q, n - (q - p), "Avg prompt throughput: ", 23)) != NULL) {
         i = match_required(p, q - p, n, m);
         if (i >= 0) {
             at = q - p;
@@ -488,7 +510,7 @@ find_stats(const unsigned char *p, Py_ssize_t n, StatsMatch *m)
 static int
 contains(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t len)
 {
-    return memmem(p, (size_t)n, lit, (size_t)len) != NULL;
+    return find_literal(p, n, lit, len) != NULL;
 }
 
 static PyObject *

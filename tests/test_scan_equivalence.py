@@ -1,12 +1,12 @@
 """The fast scanning path gives exactly what the straightforward path gives.
 
 Fast path: ``Scanner.iter_blocks`` (memoryview blocks, seek instead of carry copies, matching
-lines from the C line engine or numpy newline positions), ``_Router.scan`` (no ``LineHit`` for
+lines from the C line engine or numpy newline positions), ``Extraction.scan`` (no ``LineHit`` for
 stats-only lines, read by ``_linescan.stats_line``; stats samples and their timestamps built only
 for the lines kept), trials (their files read by ``_fileread``) read in forked processes while the
 logs are scanned, the forked reader then routing log files too (merged in file order; the cases of
 that merge are in tests/unit/test_parallel_scan.py). Straightforward path: the original block scanner below (carry + data, one
-``bytes.count`` per match), ``Scanner.scan_file`` + ``_Router.__call__`` for every line,
+``bytes.count`` per match), ``Scanner.scan_file`` + ``Extraction.route`` for every line,
 trials read one by one in-process.
 
 Compared: every matching line (line number, keys, text, line end, the lines after it and the
@@ -33,6 +33,7 @@ from rlhealth.catalog import load_catalog
 from rlhealth.cli import parse_now
 from rlhealth.diagnose import diagnose
 from rlhealth.probes import bundle as bundle_mod
+from rlhealth.probes import extract as extract_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse import trials as trials_mod
 from rlhealth.probes.scan import LineHit
@@ -198,7 +199,7 @@ def test_scanner_sees_lines_in_every_edge_file(tmp_path):
 # ----------------------------------------------------------------------------- report level
 def _reference_path(monkeypatch, block_bytes=None):
     """Plain routing, the reference scanner, trials read one by one in this process."""
-    monkeypatch.setattr(bundle_mod, "FAST_ROUTING", False)
+    monkeypatch.setattr(extract_mod, "FAST_ROUTING", False)
     if block_bytes is None:
         monkeypatch.setattr(scan_mod.Scanner, "scan_file", reference_scan_file)
     else:
@@ -220,7 +221,7 @@ def _reference_path(monkeypatch, block_bytes=None):
 
 
 def _fast_path(monkeypatch, block_bytes=None):
-    monkeypatch.setattr(bundle_mod, "FAST_ROUTING", True)
+    monkeypatch.setattr(extract_mod, "FAST_ROUTING", True)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)       # processes even for tiny corpora
     monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 3)
@@ -471,7 +472,10 @@ def test_fast_line_forms_equal_reference(tmp_path, bench_bundle):
     fuzzed = set(fuzzed)
     refs = [None, datetime(2026, 8, 1, 15, 0, tzinfo=timezone.utc).timestamp(),
             datetime(2026, 1, 1, 0, 30, tzinfo=timezone.utc).timestamp(), datetime(2025, 2, 28, tzinfo=timezone.utc).timestamp()]
-    router = bundle_mod._Router(bundle_mod.BundleRead(root=tmp_path), load_catalog(), None, "f.log", None, {})
+    from rlhealth.probes.extractors.stats import Stats
+
+    stats_extractor = Stats(None)
+    stats_extractor.begin(extract_mod.FileInfo("f.log", 0, None, None))
     timed = stats = 0
     for raw in raws:
         text = clean_line(raw)
@@ -488,7 +492,7 @@ def test_fast_line_forms_equal_reference(tmp_path, bench_bundle):
             stats += 1
             m = vp.stats_match(text)
             assert m.span() == vp.STATS_RE.search(text).span(), text
-            assert router._engine_and_era(text, m) == (sample.engine, sample.era), text
+            assert stats_extractor.engine_and_era(text, m) == (sample.engine, sample.era), text
     assert timed > 10000 and stats > 1000
 
 
@@ -529,7 +533,7 @@ def _pending_occurrences(value, seen=None) -> int:
     if id(value) in seen:
         return 0
     seen.add(id(value))
-    if isinstance(value, bundle_mod._PendingOccurrence):
+    if isinstance(value, extract_mod.PendingOccurrence):
         return 1
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(_pending_occurrences(getattr(value, f.name), seen) for f in dataclasses.fields(value))
@@ -541,9 +545,9 @@ def _pending_occurrences(value, seen=None) -> int:
 
 
 def test_no_pending_occurrence_leaves_the_reader(bench_bundle, monkeypatch):
-    """Routing records occurrences as ``_PendingOccurrence``; every reader entry point settles
+    """Routing records occurrences as ``PendingOccurrence``; every reader entry point settles
     them into ``Occurrence`` models before returning."""
-    monkeypatch.setattr(bundle_mod, "FAST_ROUTING", True)
+    monkeypatch.setattr(extract_mod, "FAST_ROUTING", True)
     catalog = load_catalog()
     roots = [d / "bundle" for d in INCIDENTS] + [bench_bundle]
     routed = 0

@@ -85,12 +85,13 @@ def test_mcp_probe_and_audit_tools_report_usage_errors_as_documents():
 
 
 def _cli_options(command: str) -> set[str]:
-    """The option names (dests) of one CLI command, from the parser itself."""
+    """The option names (dests) of one CLI command, from the parser itself (less ``--output``, a
+    file the tool's answer replaces, and ``--quiet``, the terminal's progress line a tool never draws)."""
     from rlhealth.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices[command]
-    return {a.dest for a in sub._actions if a.dest not in ("help", "output")}
+    return {a.dest for a in sub._actions if a.dest not in ("help", "output", "quiet")}
 
 
 def test_mcp_tool_schemas_describe_every_property_with_enums_and_read_only_hints():

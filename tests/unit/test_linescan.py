@@ -220,13 +220,12 @@ def test_stats_line_takes_buffers_and_real_lines():
 
 
 def test_stats_lines_route_as_the_regex_path_routes_them():
-    """``_Router._stats_raw`` (C read + memo key) against ``_stats_text(clean_line(raw))``: the same
-    per-engine queues, counts and eras, over fuzzed lines under a few actor prefixes."""
-    from rlhealth.catalog import load_catalog
-    from rlhealth.probes import bundle as B
+    """The stats extractor's ``feed_raw`` (C read + memo key) against ``feed_text(clean_line(raw))``:
+    the same per-engine queues, counts and eras, over fuzzed lines under a few actor prefixes."""
+    from rlhealth.probes.extract import FileInfo
+    from rlhealth.probes.extractors.stats import Stats
     from rlhealth.probes.textio import clean_line
 
-    catalog = load_catalog()
     rng = random.Random(5)
     heads = ["", "(EngineCore_DP0 pid=12) ", "(AsyncVLLMInferenceEngine pid=3117, ip=10.1.1.11) INFO 08-02 11:59:41 ",
              "(A pid=1) (B pid=2) ", "x" * 600 + ") "]
@@ -234,14 +233,14 @@ def test_stats_lines_route_as_the_regex_path_routes_them():
     lines += [b"\xff" + lines[0], "(E pid=9) é ".encode() + _FULL.encode()]
     reads = []
     for use_c in (True, False):
-        read = B.BundleRead(root=Path("."))
-        router = B._Router(read, catalog, None, "engine.log", None, {}, set())
+        stats = Stats(None)
+        stats.begin(FileInfo("engine.log", 0, None, None))
         for i, raw in enumerate(lines, start=1):
             if use_c:
-                router._stats_raw(raw, i)
+                stats.feed_raw(raw, i)
             else:
-                router._stats_text(clean_line(raw), i)
-        reads.append((read.stats_count, sorted(read.stats_eras), {k: list(v) for k, v in read.stats.items()}))
+                stats.feed_text(clean_line(raw), i)
+        reads.append((stats.count, sorted(stats.eras), {k: list(v) for k, v in stats.stats.items()}))
     assert reads[0] == reads[1]
     assert reads[0][0] > 1000 and len(reads[0][2]) >= 8
 
@@ -250,18 +249,26 @@ def test_stats_lines_route_as_the_regex_path_routes_them():
 def _routed(path: Path, sink: bool, monkeypatch) -> tuple:
     from rlhealth.catalog import load_catalog
     from rlhealth.probes import bundle as B
+    from rlhealth.probes.extract import FileInfo
+    from rlhealth.probes.extractors import extraction
+    from rlhealth.probes.extractors import stats as stats_mod
 
-    monkeypatch.setattr(B, "STATS_SINK", sink)
+    monkeypatch.setattr(stats_mod, "STATS_SINK", sink)
     catalog = load_catalog()
-    read = B.BundleRead(root=path.parent)
-    router = B._Router(read, catalog, None, path.name, None, {}, set())
+    into = extraction(catalog, {}, None)
+    stats = next(ex for ex in into.extractors if isinstance(ex, stats_mod.Stats))
     made = []
-    make = router._stats_sink
-    router._stats_sink = lambda *args: made.append(make(*args)) or made[-1]
-    lines = router.scan(B.scanner_for(catalog), path)
-    assert bool(made) == sink
-    _routed.sink_count = made[0].count if made else 0
-    return (lines, read.stats_count, sorted(read.stats_eras), {k: list(v) for k, v in read.stats.items()},
+    make = stats.sink
+    stats.sink = lambda *args: made.append(make(*args)) or made[-1]
+    into.begin(FileInfo(path.name, 0, None, None))
+    queues = stats.stats
+    lines = into.scan(B.scanner_for(catalog), path)
+    assert len(made) == 1 and (made[0] is not None) == sink
+    _routed.sink_count = made[0].count if made[0] is not None else 0
+    read = B.BundleRead(root=path.parent)
+    snapshot = {k: list(v) for k, v in queues.items()}      # as queued, before the result builds samples
+    into.result(read)
+    return (lines, read.stats_count, sorted(read.stats_eras), snapshot,
             {k: (a.count, [o.line for o in a.kept]) for k, a in read.signatures.items()}, read.steps_finished)
 
 

@@ -1,5 +1,5 @@
 """The log files scanned one by one and merged in file order (``probes.bundle._LogWork``,
-``_merge_file_scan``: the path a forked trial reader shares the logs through) give exactly what one
+``Extraction.merge``: the path a forked trial reader shares the logs through) give exactly what one
 in-order scan gives: every ``BundleRead`` field (order included) and byte-identical reports.
 
 Compared on every incident (each bundle hard-linked into a copy with a ``trace_jobs/`` so the
@@ -31,6 +31,9 @@ from pydantic import BaseModel
 from rlhealth.catalog import Signature, load_catalog
 from rlhealth.diagnose import diagnose
 from rlhealth.probes import bundle as bundle_mod
+from rlhealth.probes import extract as extract_mod
+from rlhealth.probes.extractors import extraction
+from rlhealth.probes.extractors import signatures as signatures_mod
 from rlhealth.probes.events import EventLog, LogEvent
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.parse import trials as trials_mod
@@ -76,7 +79,8 @@ SCAN_FIELDS = {
     "gpu_names", "batch_complete", "exc_breakdown", "exc_breakdown_occ", "use_tis", "weight_reload",
     "weight_updates", "weight_update_first", "weight_reload_finished",
     "generator_init", "source_rev", "events"}
-"""The ``BundleRead`` fields the log routing writes; ``_merge_file_scan`` merges every one."""
+"""The ``BundleRead`` fields the log scan writes: ``lines_read``, ``log_files``, ``problems`` by
+``read_bundle``, every other one by the ``result`` of exactly one extractor (which merges it)."""
 NOT_SCANNED = {
     "root", "layout", "manifest", "capture_dir", "capture", "captured_at", "synced_at", "state", "job_info",
     "gpu_health", "flight_recorder", "gpu_polls", "pods", "stacks", "leg_ids", "trials", "trace_dir_exists",
@@ -90,6 +94,27 @@ def test_every_bundle_read_field_is_merged_or_not_scanned():
     assert not SCAN_FIELDS & NOT_SCANNED
 
 
+class _Unset(list):
+    """A field value no extractor wrote (a list: ``gpu_names`` is extended from what is there)."""
+
+
+def test_every_scanned_field_is_written_by_exactly_one_extractor():
+    """Each extractor's ``result`` writes its own fields; together, every field the scan writes
+    except the read's own bookkeeping. A new field an extractor writes fails here until listed."""
+    written: dict[str, str] = {}
+    for ex in extraction(load_catalog(), {}, None).extractors:
+        read = bundle_mod.BundleRead(root=Path("."))
+        unset = {name: _Unset() for name in SCAN_FIELDS}
+        for name, value in unset.items():
+            setattr(read, name, value)
+        ex.result(read)
+        for name in SCAN_FIELDS:
+            if getattr(read, name) is not unset[name]:
+                assert name not in written, (name, written.get(name), type(ex).__name__)
+                written[name] = type(ex).__name__
+    assert set(written) == SCAN_FIELDS - {"lines_read", "log_files", "problems"}
+
+
 # ----------------------------------------------------------------------------- paths
 class _Merges:
     def __init__(self):
@@ -99,7 +124,7 @@ class _Merges:
 def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_share: float = 1.0):
     """``mode``: "sequential" (one in-order scan), "reader" (the stand-in reader claims a share of the
     files first; its scans are pickled and unpickled), "parent" (the diagnosing process scans all)."""
-    monkeypatch.setattr(bundle_mod, "FAST_ROUTING", True)
+    monkeypatch.setattr(extract_mod, "FAST_ROUTING", True)
     monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 1 << 62 if mode == "sequential" else 0)
 
     class InProcessTrials:
@@ -114,10 +139,7 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
                     index = work.claim()
                     if index is None:
                         break
-                    part = work.scan_one(index)
-                    for agg in part.read.signatures.values():
-                        agg.signature = None
-                    share[index] = part
+                    share[index] = work.scan_one(index)
                 self.after_results = [pickle.loads(pickle.dumps(share))]
 
         def result(self):
@@ -132,8 +154,8 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
 def _count_merges(monkeypatch, merges: _Merges) -> None:
     merge = bundle_mod._merge_file_scan
 
-    def counted(read, part, seen_steps, catalog):
-        done = merge(read, part, seen_steps, catalog)
+    def counted(into, part):
+        done = merge(into, part)
         if done:
             merges.merged += 1
         else:
@@ -245,6 +267,7 @@ def _cross_file_bundle(root: Path) -> Path:
     c = [_lg(None, "Training Step Progress: 6 / 100"), _lg(95, "Generation Buffer Progress: 8/32 [00:05<?, ?it/s]"),
          _lg(96, "MarinSkyRL now at 0000000"), "[core.py:93] Initializing a V1 LLM engine with config: model='other'"]
     d = [_lg(97, "Generation Buffer Progress: 8/32 [00:06<?, ?it/s]")]        # no change after b.log's 8/32
+    d += [_lg(5, "update_weights: received 18867 tensors via NCCL broadcast")]  # dated before b.log's: still not the first
     for name, lines in (("finelog.log", finelog), ("pod_logs/a.log", a), ("pod_logs/b.log", b), ("pod_logs/c.log", c),
                         ("pod_logs/d.log", d)):
         (bundle / name).write_text("\n".join(lines) + "\n")
@@ -286,7 +309,7 @@ def test_cross_file_state_merges_as_in_order(tmp_path, monkeypatch):
     assert read.metric_records[4].source == "finelog.log"
     assert read.engine_model[0] == "Qwen/Qwen3-8B" and read.generator_init.source == "pod_logs/b.log"
     assert read.source_rev.source == "pod_logs/b.log" and read.use_tis is True and read.weight_reload == 1
-    assert read.weight_updates == 1 and read.weight_reload_finished == 1 and read.weight_update_first.source == "pod_logs/b.log"
+    assert read.weight_updates == 2 and read.weight_reload_finished == 1 and read.weight_update_first.source == "pod_logs/b.log"
     assert len(read.eager_lines) == bundle_mod.MAX_EAGER_LINES and len(read.batch_complete) == bundle_mod.MAX_BATCH_COMPLETE
     assert read.exc_breakdown == {"VerifierTimeoutError": 2, "AgentTimeoutError": 2}
     assert read.genbuf_last_change.source == "pod_logs/b.log" and read.genbuf_last_seen.source == "pod_logs/d.log"
@@ -316,7 +339,7 @@ def test_first_occurrence_needing_a_fold_not_kept_rescans(tmp_path, monkeypatch)
         bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp())
     assert merges.rescanned == 1
     with monkeypatch.context() as m:
-        m.setattr(bundle_mod, "MAX_FIRST_CHAINS", 64)
+        m.setattr(signatures_mod, "MAX_FIRST_CHAINS", 64)
         merges = _Merges()
         _use_path(m, "reader", merges)
         bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp())
@@ -364,7 +387,7 @@ def test_file_failing_mid_read_same(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- a real forked reader
 def _forking(monkeypatch):
-    monkeypatch.setattr(bundle_mod, "FAST_ROUTING", True)
+    monkeypatch.setattr(extract_mod, "FAST_ROUTING", True)
     monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 0)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 1)
