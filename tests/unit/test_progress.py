@@ -61,13 +61,14 @@ def test_scan_progress_moves_inside_one_large_file(monkeypatch, tmp_path):
     log.write_bytes(b"INFO routine line\n" * 1_000_000)        # 18 MB: three 8 MiB blocks
     p = P.ScanProgress([log], stream=tty, delay_s=0)
     from rlhealth.catalog import load_catalog
-    from rlhealth.probes.bundle import BundleRead, _Router, scanner_for
+    from rlhealth.probes.bundle import _file_info, scanner_for
+    from rlhealth.probes.extractors import extraction
 
     catalog = load_catalog()
-    router = _Router(BundleRead(root=tmp_path), catalog, None, "big.log", None, {}, set())
-    router.on_block = p.advance
+    into = extraction(catalog, {}, None)
+    into.begin(_file_info("big.log", 0, None, None))
     p.start_file("big.log")
-    router.scan(scanner_for(catalog), log)
+    into.scan(scanner_for(catalog), log, p.advance)
     p.close()
     drawn = [seg.strip() for seg in tty.getvalue().split("\r") if seg.strip()]
     assert [d.split("] ")[1].split(",")[0] for d in drawn] == ["0 B / 17.2 MiB", "8.0 MiB / 17.2 MiB",
