@@ -26,13 +26,13 @@ from rlhealth.packaged import packaged_yaml
 
 EVENT_TRIGGER = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
-    r"what\(\):|Fatal Python error|Segmentation fault|\(core dumped\)|[Ee]xit ?(?:code|status)|exitcode|"
+    r"what\(\):|Fatal Python error|Segmentation fault|Aborted|Bus error|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:code|status)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
     r"(?:srun|salloc|sbatch): error|Check failed|(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|\b(?:CRITICAL|FATAL)\b|"
     # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging
     # levels, pytest's failure lines, kernel records, Kubernetes events, Ray worker exits, Slurm banners
     r"(?:^|[\[\]:\s])[EWFC][0-9]{3,4} [0-9]{2}:[0-9]{2}|\[[EW] [^\]\s]{1,200}:[0-9]|[0-9] [EFC] [0-9]+ [0-9]+\]|"
-    r"(?:^|\n)[EF] [\w./-]{1,200}:[0-9]+\]|\bERROR\b|(?:^|\n|\] )E {2,}\S|NVRM: |oom-kill|[Oo]ut of memory: Kill|"
+    r"(?:^|\n)[EF] [\w./-]{1,200}:[0-9]+\]|(?:^|\n|\] )E {2,}\S|NVRM: |oom-kill|[Oo]ut of memory: Kill|"
     r"Killed process [0-9]|\bReason:\s*[A-Z]|\bWarning\s{2,}[A-Z]|event for \S+: \{|orker exit type: [A-Z]|"
     r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT")
 """What a line must contain to be read for an event (one hyperscan pattern, key ``x_event``)."""
@@ -75,6 +75,8 @@ _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
     r"^\((?P<actor>[^()]{1,200})\)\s?",
     # torchrun rank: "[rank3]: ", "[Rank 3]: "
     r"^\[(?:[Rr]ank ?)(?P<rank>\d{1,6})\]:\s?",
+    # a yearless date and clock: "06/26 18:54:31 "
+    r"^\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})? (?=\S)",
     # a process id or a wall clock before the rest: "[80746] [rank0]:", "18:11:06.680 [rank4]:"
     r"^(?:\[\d{1,9}\]|\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?) (?=\[)",
     # glog / c10: "[E1025 12:00:00.123456 123 file.cpp:12] ", "E1025 12:00:00.123456  123 file.cpp:12] "
@@ -86,7 +88,7 @@ _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
     # pytest's failure report: "E           SomeError: message"
     r"^(?P<glog>E) {2,}(?=\S)",
     # vLLM: "ERROR 03-13 06:55:20 [async_llm.py:710] ", "ERROR 06-22 20:16:34 async_llm_engine.py:52] "
-    r"^" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[(?P<component>[^\]:]{1,200})(?::\d+)?\]|(?P<component2>\S{1,200}):\d+\])\s?",
+    r"^" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[^\]]{1,200}\]|\S{1,200}:\d+\])\s?",
     # Slurm daemons and client
     r"^(?P<daemon>srun|slurmstepd(?:-[\w.-]{1,100})?|sbatch|salloc)(?:\[\d+\])?: ",
     # a logger name before the level: "root - ERROR - ", "myapp.module:ERROR: "
@@ -100,7 +102,7 @@ class Peeled:
     """A line without its prefixes: ``body``, the strongest ``level`` a prefix stated, the
     ``process`` key (Ray actor, torchrun rank or service), the Slurm ``daemon``, a ``ts_text``."""
     __slots__ = ("body", "level", "process", "rank", "daemon", "ts_text", "actor", "prefix_len", "clean", "component",
-                 "header")
+                 "header", "record_level")
 
     def __init__(self, body: str, level: str | None, process: str | None, rank: int | None,
                  daemon: str | None, ts_text: str | None, actor: str | None):
@@ -111,6 +113,8 @@ class Peeled:
         """The source file a severity header names (``ProcessGroupNCCL.cpp``, ``node_manager.cc``)."""
         self.header: str | None = None
         """The prefix that stated the line's level: ``glog`` (glog/c10/Ray C++ letter) or ``logging``."""
+        self.record_level: str | None = None
+        """The level of the innermost glog/c10/Ray C++ header (the record's own, whatever wraps it)."""
 
     def __repr__(self) -> str:
         return f"Peeled(body={self.body!r}, level={self.level!r}, process={self.process!r})"
@@ -123,7 +127,7 @@ def peel(text: str) -> Peeled:
         body = _ANSI.sub("", body)
     original = body
     time_end = None
-    level = process = daemon = ts_text = actor = component = header = None
+    level = process = daemon = ts_text = actor = component = header = record_level = None
     rank = None
     for _ in range(MAX_PEEL):
         for rx in _PREFIXES:
@@ -138,10 +142,12 @@ def peel(text: str) -> Peeled:
             found = groups.get("level") or groups.get("glog")
             if found:
                 level = _stronger(level, LEVELS[found])
-                header = header or ("glog" if groups.get("glog") else "logging")
-            named_file = groups.get("component") or groups.get("component2")
-            if named_file and component is None:
-                component = named_file.rsplit("/", 1)[-1]
+                if groups.get("glog"):
+                    header, record_level = "glog", LEVELS[found]     # the innermost header is the record's
+                    named_file = groups.get("component")
+                    component = named_file.rsplit("/", 1)[-1] if named_file else None
+                elif header is None:
+                    header = "logging"
             if groups.get("kernel") is not None:
                 daemon = "kernel"
             if groups.get("step") is not None:
@@ -162,7 +168,7 @@ def peel(text: str) -> Peeled:
         else:
             break
     peeled = Peeled(body, level, process, rank, daemon, ts_text, actor)
-    peeled.component, peeled.header = component, header
+    peeled.component, peeled.header, peeled.record_level = component, header, record_level
     peeled.prefix_len = time_end or 0
     peeled.clean = original
     return peeled
@@ -254,8 +260,7 @@ def shapes() -> dict:
                                   for r in data.get("severity_records") or ()),
         "kernel_records": tuple((re.compile(r["pattern"]), r["grade"]) for r in data.get("kernel_records") or ()),
         "ray_exit_types": dict(data.get("ray_exit_types") or {}),
-        "logged_error_levels": frozenset((data.get("logged_errors") or {}).get("levels") or ()),
-        "logged_error_grade": (data.get("logged_errors") or {}).get("grade", "note"),
+        "logged_error_levels": frozenset(data.get("traceback_headline_levels") or ()),
         "file_roles": tuple((re.compile(r["pattern"]), r["role"]) for r in data.get("file_roles") or ()),
     }
 
@@ -424,10 +429,13 @@ def event_at(text: str, lineno: int, following: Iterable[str], preceding: str | 
                         signal="SIGABRT" if m else None, level=p.level)
     # a bare exception line: "SomeError: message" at the start of the body
     m = _EXC_IN_TRACEBACK.match(body)
-    if m and m.group("type").rsplit(".", 1)[-1] not in _GENERIC_BARE and \
+    if m and (m.group("type").rsplit(".", 1)[-1] not in _GENERIC_BARE or (
+            p.level in ("ERROR", "CRITICAL") and m.group("msg"))) and \
             _ERRORISH.search(m.group("type").split("(", 1)[0]) and (m.group("msg") is not None or "." in m.group("type")):
+        # (a generic ``Exception: message`` counts when its record says it is an error)
         thread, telemetry = _thread_of(preceding), _is_telemetry([m.group("type")])
-        return LogEvent("exception", m.group("type"), m.group("msg"), source=source, line=lineno, first_line=lineno,
+        return LogEvent("exception", m.group("type"), m.group("msg"), source=source, line=lineno,
+                        first_line=_headline(preceding, p, lineno),
                         last_line=lineno, text=text, process=p.process, role=role, thread=thread,
                         telemetry=telemetry, grade=_exception_grade(m.group("type"), thread, telemetry),
                         chain=(m.group("type"),), level=p.level)
@@ -471,10 +479,11 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
             grade = s["k8s_reasons"].get(m.group("reason"))
             if grade is not None:
                 return event("k8s_event", f"k8s {m.group('reason')}", m.group("msg") or body.strip(), grade)
-    if p.component is not None and p.header == "glog":
+    if p.component is not None and p.header == "glog" and body[:1] not in (" ", "\t"):
+        # (an indented body continues a record logged line by line: a stack's frames)
         for rx, levels, grade in s["severity_records"]:
-            if p.level in levels and rx.search(p.component):
-                return event("logged_error", f"{p.level} {p.component}", body, grade)
+            if p.record_level in levels and rx.search(p.component):
+                return event("logged_error", f"{p.record_level} {p.component}", body, grade) if grade else None
     if low:
         return None
     if p.daemon == "kernel" or "NVRM: " in body:
@@ -489,8 +498,6 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
     m = _SLURM_BANNER_RE.search(body)
     if m is not None and (p.daemon or body.startswith("***")):
         return event("slurm", p.daemon or "slurm", body.strip(), "consequence", p.daemon or p.process)
-    if p.header == "logging" and p.level in s["logged_error_levels"]:
-        return event("logged_error", f"{p.level} {p.component or 'log record'}", body, s["logged_error_grade"])
     return None
 
 
@@ -511,6 +518,19 @@ def _exit_status(body: str, text: str, lineno: int, source: str, p: Peeled, role
                         last_line=lineno, text=text, process=p.process, role=role, signal=sig, exit_status=status,
                         grade=grade, level=p.level)
     return None
+
+
+def _headline(preceding: str | None, p: Peeled, lineno: int) -> int:
+    """The first line of an exception event starting at ``lineno``: the line before when it is a
+    record of the same process logged at error level (``logger.exception("...")``, vLLM's "EngineCore
+    encountered a fatal error." before its exception), else ``lineno``."""
+    if preceding is None:
+        return lineno
+    h = peel(preceding)
+    if h.process == p.process and h.header == "logging" and h.level in shapes()["logged_error_levels"] \
+            and h.body.strip() and not _THREAD_RE.match(h.body) and not h.body.startswith(_TRACEBACK):
+        return lineno - 1
+    return lineno
 
 
 def _thread_of(preceding: str | None) -> str:
@@ -596,6 +616,7 @@ def _traceback(p: Peeled, text: str, lineno: int, following: Iterable[str], prec
                         first_line=lineno, last_line=last, text=text, process=p.process,
                         role=role, thread=thread, grade="consequence", level=p.level)
     root_type, root_msg, root_line, root_text = chain[0]
+    first = _headline(preceding, p, lineno)
     types = tuple(c[0] for c in chain)
     telemetry = _is_telemetry(list(types) + paths[1:] if thread == "background" else list(types))
     if thread == "background" and not telemetry:
@@ -604,7 +625,7 @@ def _traceback(p: Peeled, text: str, lineno: int, following: Iterable[str], prec
     if grade == "consequence" and thread == "main" and any(
             _exception_grade(t, thread, telemetry) == "primary" for t in types[1:]):
         grade = "primary"           # a KeyboardInterrupt that then raised a real error
-    return LogEvent("exception", root_type, root_msg, source=source, line=root_line, first_line=lineno,
+    return LogEvent("exception", root_type, root_msg, source=source, line=root_line, first_line=first,
                     last_line=last, text=root_text, process=p.process, role=role, thread=thread,
                     telemetry=telemetry, grade=grade, chain=types, level=p.level)
 
