@@ -170,6 +170,9 @@ class SignatureMeasured(Fact):
     """Its occurrence is the first causal error of the current attempt (earliest primary error)."""
     transient: bool
     remediation: str
+    generic: bool = False
+    """It only restates a shape (a traceback, an unclassified fatal line: ``generic_signatures`` of
+    rules/event_shapes.yaml): the error it matches is not named by it."""
 
 
 class EventMeasured(Fact):

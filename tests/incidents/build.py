@@ -402,8 +402,9 @@ def unnamed_exception_policy_rank(b_root):
         '  File "/opt/venv/lib/python3.11/site-packages/flashinfer/jit/core.py", line 204, in build_and_load',
         "    raise JITCompilationFailed(msg)",
         "flashinfer.jit.core.JITCompilationFailed: ninja build of kernel batch_prefill_sm90 failed with status 1")])
-    return dict(now=now, verdict="KILL", mode="agentic", terminal=False, gates=dict(liveness="FAIL"),
-                restarts=dict(burned=0, same_failure=False), fired=["liveness.unhandled_unnamed_error"],
+    return dict(now=now, verdict="KILL", mode="agentic", terminal=False, gates=dict(liveness="FAIL"), confidence="medium",
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.unhandled_unnamed_error", "confidence.kill_unnamed"],
+                not_fired=["confidence.kill_corroborated"],
                 evidence=[dict(gate="liveness", contains="flashinfer.jit.core.JITCompilationFailed: ninja build of kernel batch_prefill_sm90 failed")],
                 first_error_contains="JITCompilationFailed",
                 finding_contains=dict(liveness="unhandled flashinfer.jit.core.JITCompilationFailed in a policy process"),
