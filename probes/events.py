@@ -2,9 +2,14 @@
 
 A Python traceback (with its chained causes) is one event; so is an exception line without a
 traceback, a logged error naming an exception, a C++ abort, a fatal signal, a non-zero exit status,
-a kernel Xid, a Slurm daemon error, an NCCL WARN line. Line prefixes (Ray actor, torchrun rank,
-container timestamps, compose services, loguru, glog/c10, vLLM and Python logging, Slurm daemons,
-the Iris finelog) are peeled before a line is read, and give the event its process.
+a kernel Xid, a Slurm daemon error or cancellation banner, an NCCL WARN line; and records that state
+their own severity, graded by data: a glog/c10/Ray C++ severity header by the source file it names,
+a kernel OOM-killer or NVIDIA driver record, a Kubernetes event or container state by its reason, a
+Ray worker's exit type. An ERROR log line without an exception is no event by itself; directly
+before an exception of its process it is that event's headline. Line prefixes (Ray actor, torchrun
+rank, container timestamps, compose services, loguru, glog/c10, vLLM and Python logging, Slurm
+daemons and slurmd, kernel syslog/dmesg, pytest failure lines, the Iris finelog) are peeled before a
+line is read, and give the event its process.
 
 Every event carries its time (None: undated), its process and role, its thread (a traceback after
 ``Exception in thread NAME:`` is a background thread's) and its grade: ``primary`` (a cause),

@@ -515,7 +515,8 @@ def cuda_oom_training(b_root):
     return dict(now=iso(at(155)), verdict="KILL", mode="standard", terminal=False,
                 gates=dict(liveness="FAIL", resources="FAIL", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False), signatures=["cuda_oom", "python_traceback", "train_loop_failed"],
-                fired=["resources.cuda_oom", "liveness.fatal_signature"],
+                fired=["resources.cuda_oom", "liveness.fatal_signature"], confidence="high",
+                not_fired=["confidence.kill_unnamed"],
                 evidence=[dict(gate="resources", contains="CUDA out of memory. Tried to allocate 3.71 GiB")],
                 description="torch >=2.4 CUDA OOM text during policy_train; the loop failed and nothing advanced after it.")
 
