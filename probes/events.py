@@ -31,9 +31,9 @@ from rlhealth.packaged import packaged_yaml
 
 EVENT_TRIGGER = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
-    r"what\(\):|Fatal Python error|Segmentation fault|Aborted|Bus error|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:code|status)|exitcode|"
+    r"what\(\):|Fatal Python error|Segmentation fault|Aborted|Bus error|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
-    r"(?:srun|salloc|sbatch): error|Check failed|(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|\b(?:CRITICAL|FATAL)\b|"
+    r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|\b(?:CRITICAL|FATAL)\b|"
     # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging
     # levels, pytest's failure lines, kernel records, Kubernetes events, Ray worker exits, Slurm banners
     r"(?:^|[\[\]:\s])[EWFC][0-9]{3,4} [0-9]{2}:[0-9]{2}|\[[EW] [^\]\s]{1,200}:[0-9]|[0-9] [EFC] [0-9]+ [0-9]+\]|"
