@@ -413,6 +413,26 @@ def unnamed_exception_policy_rank(b_root):
 
 
 @incident
+def severity_records_healthy(b_root):
+    t = at(120.1)
+    now = healthy_agentic_plus(b_root, [
+        POLICY_ACTOR + "[rank0]:[E801 " + t.strftime("%H:%M:%S") + ".000000123 ProcessGroupNCCL.cpp:1250] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 0] communicator setup retried after a transient socket error",
+        POLICY_ACTOR + "[rank0]:[W801 " + t.strftime("%H:%M:%S") + ".000000456 TCPStore.cpp:125] [c10d] recvValue failed on "
+        "SocketImpl(fd=76, addr=[localhost]:60902, remote=[localhost]:29500): Connection reset by peer, retrying",
+        "(raylet) [" + t.strftime("%Y-%m-%d %H:%M:%S") + ",500 E 395 395] (raylet) runtime_env_agent_client.cc:320: The "
+        "runtime env agent returned an error for a deleted environment: not found.",
+        loguru(t, "reward server returned 503, retrying in 5s", level="ERROR", where="skyrl_train.rewards:score:77")])
+    return dict(now=now, **HEALTHY_SHAPE,
+                fired=["liveness.progressing"],
+                not_fired=["liveness.unhandled_unnamed_error", "liveness.fatal_first_error", "liveness.fatal_signature",
+                           "verdict.kill_hard_failure"],
+                description="A progressing job whose logs end in records that state an error severity (a c10d process-group "
+                            "error header in a wording no signature names, a store-client warning, a raylet error, an ERROR "
+                            "log line): they compete for the first causal error but are no crash, so no KILL by shape alone.")
+
+
+@incident
 def undated_watchdog_extra_log(b_root):
     now = healthy_agentic_plus(b_root, extra={"pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0-nccl-debug.log": [
         "[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives."]})
