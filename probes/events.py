@@ -261,8 +261,8 @@ def shapes() -> dict:
         "actor_roles": tuple((re.compile(r["pattern"]), r["role"]) for r in data.get("actor_roles") or ()),
         "k8s_reasons": {reason: grade for grade, reasons in (data.get("k8s_event_reasons") or {}).items()
                         for reason in reasons or ()},
-        "severity_records": tuple((re.compile(r["component"]), frozenset(r["levels"]), r["grade"])
-                                  for r in data.get("severity_records") or ()),
+        "severity_records": tuple((re.compile(r["component"]), frozenset(r["levels"]), r["grade"],
+                                   r.get("shape") or "logged_error") for r in data.get("severity_records") or ()),
         "kernel_records": tuple((re.compile(r["pattern"]), r["grade"]) for r in data.get("kernel_records") or ()),
         "ray_exit_types": dict(data.get("ray_exit_types") or {}),
         "logged_error_levels": frozenset(data.get("traceback_headline_levels") or ()),
@@ -486,9 +486,9 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
                 return event("k8s_event", f"k8s {m.group('reason')}", m.group("msg") or body.strip(), grade)
     if p.component is not None and p.header == "glog" and body[:1] not in (" ", "\t"):
         # (an indented body continues a record logged line by line: a stack's frames)
-        for rx, levels, grade in s["severity_records"]:
+        for rx, levels, grade, shape in s["severity_records"]:
             if p.record_level in levels and rx.search(p.component):
-                return event("logged_error", f"{p.record_level} {p.component}", body, grade) if grade else None
+                return event(shape, f"{p.record_level} {p.component}", body, grade) if grade else None
     if low:
         return None
     if p.daemon == "kernel" or "NVRM: " in body:

@@ -416,8 +416,6 @@ def unnamed_exception_policy_rank(b_root):
 def severity_records_healthy(b_root):
     t = at(120.1)
     now = healthy_agentic_plus(b_root, [
-        POLICY_ACTOR + "[rank0]:[E801 " + t.strftime("%H:%M:%S") + ".000000123 ProcessGroupNCCL.cpp:1250] [PG ID 0 PG GUID "
-        "0(default_pg) Rank 0] communicator setup retried after a transient socket error",
         POLICY_ACTOR + "[rank0]:[W801 " + t.strftime("%H:%M:%S") + ".000000456 TCPStore.cpp:125] [c10d] recvValue failed on "
         "SocketImpl(fd=76, addr=[localhost]:60902, remote=[localhost]:29500): Connection reset by peer, retrying",
         "(raylet) [" + t.strftime("%Y-%m-%d %H:%M:%S") + ",500 E 395 395] (raylet) runtime_env_agent_client.cc:320: The "
@@ -427,9 +425,9 @@ def severity_records_healthy(b_root):
                 fired=["liveness.progressing"],
                 not_fired=["liveness.unhandled_unnamed_error", "liveness.fatal_first_error", "liveness.fatal_signature",
                            "verdict.kill_hard_failure"],
-                description="A progressing job whose logs end in records that state an error severity (a c10d process-group "
-                            "error header in a wording no signature names, a store-client warning, a raylet error, an ERROR "
-                            "log line): they compete for the first causal error but are no crash, so no KILL by shape alone.")
+                description="A job whose logs end, after its newest step, in records that state an error severity and "
+                            "that no signature names (a c10d store-client warning, a raylet error, an ERROR log line): they "
+                            "compete for the first causal error but are no crash, so no KILL by shape alone.")
 
 
 @incident

@@ -24,7 +24,7 @@ def test_an_error_log_line_without_an_exception_is_no_event():
 
 def test_c10d_headers_are_graded_by_the_source_file_and_level():
     e = one("[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout")
-    assert (e.kind, e.grade, e.exc_type, e.process) == ("logged_error", "primary", "ERROR ProcessGroupNCCL.cpp", "rank1")
+    assert (e.kind, e.grade, e.exc_type, e.process) == ("comm_error", "primary", "ERROR ProcessGroupNCCL.cpp", "rank1")
     e = one("[rank2]:[W729 10:15:17.529377834 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=76): Connection reset by peer")
     assert (e.kind, e.grade) == ("logged_error", "consequence")
     # a warning of the process group, an error of a file no entry names: no event
