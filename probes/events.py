@@ -31,7 +31,7 @@ from rlhealth.packaged import packaged_yaml
 
 EVENT_TRIGGER = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
-    r"what\(\):|Fatal Python error|Segmentation fault|Aborted|Bus error|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
+    r"what\(\):|Fatal Python error|Segmentation fault|(?:Aborted|Bus error)(?: \(|\r?\n|$)|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
     r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|\b(?:CRITICAL|FATAL)\b|"
     # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging
@@ -457,7 +457,7 @@ def event_at(text: str, lineno: int, following: Iterable[str], preceding: str | 
 
 
 _K8S_ROW_RE = re.compile(r"^\s*Warning\s{2,}(?P<reason>[A-Z][A-Za-z]{1,60})\s{2,}\S.*?\s{2,}(?P<msg>\S.*)$")
-_K8S_FIELD_RE = re.compile(r"(?:^|\s)Reason:\s*(?P<reason>[A-Z][A-Za-z]{1,60})\b(?:\s*\\n\s*|\s*)(?P<msg>.*)$")
+_K8S_FIELD_RE = re.compile(r"^\s*Reason:\s*(?P<reason>[A-Z][A-Za-z]{1,60})\b(?:\s*\\n\s*|\s*)(?P<msg>.*)$")
 _K8S_DUMP_RE = re.compile(r"event for [^:\s]{1,300}: \{[^}]{0,300}\} (?P<reason>[A-Z][A-Za-z]{1,60}): (?P<msg>.*)$")
 _RAY_EXIT_RE = re.compile(r"[Ww]orker exit type: (?P<type>[A-Z][A-Z_]{1,40})\b(?:\s*Worker exit detail:\s*(?P<msg>.*))?")
 _SLURM_BANNER_RE = re.compile(r"\*\*\* (?P<what>JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z][A-Z ]{1,60}?))?(?: on \S+)? \*\*\*")
@@ -467,9 +467,9 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
     """A record that states its own severity, graded by ``rules/event_shapes.yaml``: a Kubernetes
     event or container state (its reason), a kernel record (the OOM killer, the NVIDIA driver), a
     Ray worker's exit type, a Slurm cancellation banner, a glog/c10/Ray C++ header's severity with
-    the source file that wrote it, a logging record at error level. ``low``: the line was logged
-    below error; only records whose severity is their own (an event's reason, a header graded at
-    that level) count then."""
+    the source file that wrote it. None for any other line (an ERROR line is not an event by
+    itself). ``low``: the line was logged below error; only records whose severity is their own (an
+    event's reason, a header graded at that level) count then."""
     s = shapes()
     body = p.body
 
