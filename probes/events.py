@@ -2,9 +2,14 @@
 
 A Python traceback (with its chained causes) is one event; so is an exception line without a
 traceback, a logged error naming an exception, a C++ abort, a fatal signal, a non-zero exit status,
-a kernel Xid, a Slurm daemon error, an NCCL WARN line. Line prefixes (Ray actor, torchrun rank,
-container timestamps, compose services, loguru, glog/c10, vLLM and Python logging, Slurm daemons,
-the Iris finelog) are peeled before a line is read, and give the event its process.
+a kernel Xid, a Slurm daemon error or cancellation banner, an NCCL WARN line; and records that state
+their own severity, graded by data: a glog/c10/Ray C++ severity header by the source file it names,
+a kernel OOM-killer or NVIDIA driver record, a Kubernetes event or container state by its reason, a
+Ray worker's exit type. An ERROR log line without an exception is no event by itself; directly
+before an exception of its process it is that event's headline. Line prefixes (Ray actor, torchrun
+rank, container timestamps, compose services, loguru, glog/c10, vLLM and Python logging, Slurm
+daemons and slurmd, kernel syslog/dmesg, pytest failure lines, the Iris finelog) are peeled before a
+line is read, and give the event its process.
 
 Every event carries its time (None: undated), its process and role, its thread (a traceback after
 ``Exception in thread NAME:`` is a background thread's) and its grade: ``primary`` (a cause),
@@ -26,9 +31,15 @@ from rlhealth.packaged import packaged_yaml
 
 EVENT_TRIGGER = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
-    r"what\(\):|Fatal Python error|Segmentation fault|\(core dumped\)|[Ee]xit ?(?:code|status)|exitcode|"
+    r"what\(\):|Fatal Python error|Segmentation fault|(?:Aborted|Bus error)(?: \(|\r?\n|$)|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
-    r"srun: error|Check failed|(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|\b(?:CRITICAL|FATAL)\b")
+    r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|\b(?:CRITICAL|FATAL)\b|"
+    # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging
+    # levels, pytest's failure lines, kernel records, Kubernetes events, Ray worker exits, Slurm banners
+    r"(?:^|[\[\]:\s])[EWFC][0-9]{3,4} [0-9]{2}:[0-9]{2}|\[[EW] [^\]\s]{1,200}:[0-9]|[0-9] [EFC] [0-9]+ [0-9]+\]|"
+    r"(?:^|\n)[EF] [\w./-]{1,200}:[0-9]+\]|(?:^|\n|\] )E {2,}\S|NVRM: |oom-kill|[Oo]ut of memory: Kill|"
+    r"Killed process [0-9]|\bReason:\s*[A-Z]|\bWarning\s{2,}[A-Z]|event for \S+: \{|orker exit type: [A-Z]|"
+    r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT")
 """What a line must contain to be read for an event (one hyperscan pattern, key ``x_event``)."""
 
 MAX_TRACEBACK_LINES = 400
@@ -40,7 +51,7 @@ MAX_PEEL = 8
 """Prefixes peeled from one line at most."""
 
 LEVELS = {"DEBUG": "DEBUG", "INFO": "INFO", "WARNING": "WARNING", "WARN": "WARNING", "ERROR": "ERROR",
-          "CRITICAL": "CRITICAL", "FATAL": "FATAL", "I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL",
+          "CRITICAL": "CRITICAL", "FATAL": "FATAL", "I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL", "C": "FATAL",
           "TRACE": "DEBUG", "SUCCESS": "INFO"}
 _LEVEL = r"(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 
@@ -50,10 +61,17 @@ _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
     r"^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})) ",
     # loguru: "2026-05-12 08:01:39.331 | ERROR    | module:function:12 - "
     r"^(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)\s*\|\s*" + _LEVEL + r"\s*\|\s*\S*\s+-\s",
-    # Ray's C++ core: "[2024-02-27 10:01:35,439 E 73667 73667] logging.cc:361: "
-    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[.,]\d+) (?P<glog>[IWEF]) \d+ \d+\] (?:[\w./-]{1,200}:\d+: )?",
+    # Ray's C++ core: "[2024-02-27 10:01:35,439 E 73667 73667] logging.cc:361: ", "... E 395 395] (raylet) node_manager.cc:3049: "
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[.,]\d+) (?P<glog>[IWEFC]) \d+ \d+\] (?:\([^()]{1,100}\) )?"
+    r"(?:(?P<component>[\w./-]{1,200}):\d+: )?",
     # Python logging and friends: "[2026-05-12 08:01:39,331] ", "2026-05-12 08:01:39,331 - name - ERROR - "
     r"^\[?(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]?(?: ?[-|:,] ?| )",
+    # kernel log: syslog "May 27 16:50:10 host kernel: ", dmesg "[ 1843.308145] ", dmesg -T "[Sun Mar 30 08:24:00 2025] "
+    r"^(?P<ts>[A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2}) \S{1,100} kernel: (?P<kernel>)",
+    r"^\[\s{0,12}\d{1,10}\.\d{3,9}\]\s?(?P<kernel>)",
+    r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]?\d \d{2}:\d{2}:\d{2} \d{4}\]\s?(?P<kernel>)",
+    # slurmd's own log: "[2020-12-14T09:43:55.500] [63532.0] " (after its time is peeled)
+    r"^\[(?P<step>\d{1,12}\.(?:\d{1,6}|batch|extern|interactive))\] ",
     # compose / service prefix: "svc-1  | "
     r"^(?P<service>[A-Za-z0-9][A-Za-z0-9_.-]{0,62})\s+\|\s?",
     # Iris finelog: "task=/user/job/0 | "
@@ -62,10 +80,18 @@ _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
     r"^\((?P<actor>[^()]{1,200})\)\s?",
     # torchrun rank: "[rank3]: ", "[Rank 3]: "
     r"^\[(?:[Rr]ank ?)(?P<rank>\d{1,6})\]:\s?",
+    # a yearless date and clock: "06/26 18:54:31 "
+    r"^\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})? (?=\S)",
+    # a process id or a wall clock before the rest: "[80746] [rank0]:", "18:11:06.680 [rank4]:"
+    r"^(?:\[\d{1,9}\]|\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?) (?=\[)",
     # glog / c10: "[E1025 12:00:00.123456 123 file.cpp:12] ", "E1025 12:00:00.123456  123 file.cpp:12] "
-    r"^\[?(?P<glog>[IWEF])\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\d+\s+[^\]\s]{1,200}:\d+\]\s?",
+    r"^\[?(?P<glog>[IWEF])\d{3,4} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+(?:\d+\s+)?(?P<component>[^\]\s]{1,200}):\d+\]\s?",
     # c10 short form: "[E ProcessGroupNCCL.cpp:1316] ", "[W socket.cpp:464] "
-    r"^\[(?P<glog>[IWEF]) [^\]\s]{1,200}:\d+\]\s?",
+    r"^\[(?P<glog>[IWEF]) (?P<component>[^\]\s]{1,200}):\d+\]\s?",
+    # glog without a time: "F tensorflow/stream_executor/lib/statusor.cc:34] "
+    r"^(?P<glog>[IWEF]) (?P<component>[\w./-]{1,200}):\d+\] ",
+    # pytest's failure report: "E           SomeError: message"
+    r"^(?P<glog>E) {2,}(?=\S)",
     # vLLM: "ERROR 03-13 06:55:20 [async_llm.py:710] ", "ERROR 06-22 20:16:34 async_llm_engine.py:52] "
     r"^" + _LEVEL + r" \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? (?:\[[^\]]{1,200}\]|\S{1,200}:\d+\])\s?",
     # Slurm daemons and client
@@ -80,13 +106,20 @@ _PREFIXES: tuple[re.Pattern, ...] = tuple(re.compile(p) for p in (
 class Peeled:
     """A line without its prefixes: ``body``, the strongest ``level`` a prefix stated, the
     ``process`` key (Ray actor, torchrun rank or service), the Slurm ``daemon``, a ``ts_text``."""
-    __slots__ = ("body", "level", "process", "rank", "daemon", "ts_text", "actor", "prefix_len", "clean")
+    __slots__ = ("body", "level", "process", "rank", "daemon", "ts_text", "actor", "prefix_len", "clean", "component",
+                 "header", "record_level")
 
     def __init__(self, body: str, level: str | None, process: str | None, rank: int | None,
                  daemon: str | None, ts_text: str | None, actor: str | None):
         self.body, self.level, self.process, self.rank = body, level, process, rank
         self.daemon, self.ts_text, self.actor = daemon, ts_text, actor
         self.prefix_len = 0
+        self.component: str | None = None
+        """The source file a severity header names (``ProcessGroupNCCL.cpp``, ``node_manager.cc``)."""
+        self.header: str | None = None
+        """The prefix that stated the line's level: ``glog`` (glog/c10/Ray C++ letter) or ``logging``."""
+        self.record_level: str | None = None
+        """The level of the innermost glog/c10/Ray C++ header (the record's own, whatever wraps it)."""
 
     def __repr__(self) -> str:
         return f"Peeled(body={self.body!r}, level={self.level!r}, process={self.process!r})"
@@ -99,7 +132,7 @@ def peel(text: str) -> Peeled:
         body = _ANSI.sub("", body)
     original = body
     time_end = None
-    level = process = daemon = ts_text = actor = None
+    level = process = daemon = ts_text = actor = component = header = record_level = None
     rank = None
     for _ in range(MAX_PEEL):
         for rx in _PREFIXES:
@@ -114,6 +147,16 @@ def peel(text: str) -> Peeled:
             found = groups.get("level") or groups.get("glog")
             if found:
                 level = _stronger(level, LEVELS[found])
+                if groups.get("glog"):
+                    header, record_level = "glog", LEVELS[found]     # the innermost header is the record's
+                    named_file = groups.get("component")
+                    component = named_file.rsplit("/", 1)[-1] if named_file else None
+                elif header is None:
+                    header = "logging"
+            if groups.get("kernel") is not None:
+                daemon = "kernel"
+            if groups.get("step") is not None:
+                daemon = "slurmd"
             if groups.get("service") is not None:
                 if process is None:
                     process = groups["service"]
@@ -130,6 +173,7 @@ def peel(text: str) -> Peeled:
         else:
             break
     peeled = Peeled(body, level, process, rank, daemon, ts_text, actor)
+    peeled.component, peeled.header, peeled.record_level = component, header, record_level
     peeled.prefix_len = time_end or 0
     peeled.clean = original
     return peeled
@@ -215,6 +259,13 @@ def shapes() -> dict:
         "telemetry": tuple(data.get("telemetry_modules") or ()),
         "generic": frozenset(data.get("generic_signatures") or ()),
         "actor_roles": tuple((re.compile(r["pattern"]), r["role"]) for r in data.get("actor_roles") or ()),
+        "k8s_reasons": {reason: grade for grade, reasons in (data.get("k8s_event_reasons") or {}).items()
+                        for reason in reasons or ()},
+        "severity_records": tuple((re.compile(r["component"]), frozenset(r["levels"]), r["grade"],
+                                   r.get("shape") or "logged_error") for r in data.get("severity_records") or ()),
+        "kernel_records": tuple((re.compile(r["pattern"]), r["grade"]) for r in data.get("kernel_records") or ()),
+        "ray_exit_types": dict(data.get("ray_exit_types") or {}),
+        "logged_error_levels": frozenset(data.get("traceback_headline_levels") or ()),
         "file_roles": tuple((re.compile(r["pattern"]), r["role"]) for r in data.get("file_roles") or ()),
     }
 
@@ -325,7 +376,7 @@ def event_at(text: str, lineno: int, following: Iterable[str], preceding: str | 
     body = p.body
     if p.level in ("DEBUG", "INFO", "WARNING"):       # logged below error: handled (a traceback too)
         if not (_NCCL_WARN_RE.search(body) or _XID_RE.search(body)):
-            return None
+            return _record_event(p, text, lineno, source, low=True)
     role = role_of(p.process, p.actor, p.rank, source)
     if body.startswith(_TRACEBACK):
         return _traceback(p, text, lineno, following, preceding, source, role)
@@ -385,10 +436,13 @@ def event_at(text: str, lineno: int, following: Iterable[str], preceding: str | 
                         signal="SIGABRT" if m else None, level=p.level)
     # a bare exception line: "SomeError: message" at the start of the body
     m = _EXC_IN_TRACEBACK.match(body)
-    if m and m.group("type").rsplit(".", 1)[-1] not in _GENERIC_BARE and \
+    if m and (m.group("type").rsplit(".", 1)[-1] not in _GENERIC_BARE or (
+            p.level in ("ERROR", "CRITICAL") and m.group("msg"))) and \
             _ERRORISH.search(m.group("type").split("(", 1)[0]) and (m.group("msg") is not None or "." in m.group("type")):
+        # (a generic ``Exception: message`` counts when its record says it is an error)
         thread, telemetry = _thread_of(preceding), _is_telemetry([m.group("type")])
-        return LogEvent("exception", m.group("type"), m.group("msg"), source=source, line=lineno, first_line=lineno,
+        return LogEvent("exception", m.group("type"), m.group("msg"), source=source, line=lineno,
+                        first_line=_headline(preceding, p, lineno),
                         last_line=lineno, text=text, process=p.process, role=role, thread=thread,
                         telemetry=telemetry, grade=_exception_grade(m.group("type"), thread, telemetry),
                         chain=(m.group("type"),), level=p.level)
@@ -401,6 +455,56 @@ def event_at(text: str, lineno: int, following: Iterable[str], preceding: str | 
                             first_line=lineno, last_line=lineno, text=text, process=p.process, role=role,
                             telemetry=telemetry, grade=_exception_grade(m.group("type"), "main", telemetry),
                             chain=(m.group("type"),), level=p.level)
+    return _record_event(p, text, lineno, source, low=False)
+
+
+_K8S_ROW_RE = re.compile(r"^\s*Warning\s{2,}(?P<reason>[A-Z][A-Za-z]{1,60})\s{2,}\S.*?\s{2,}(?P<msg>\S.*)$")
+_K8S_FIELD_RE = re.compile(r"^\s*Reason:\s*(?P<reason>[A-Z][A-Za-z]{1,60})\b(?:\s*\\n\s*|\s*)(?P<msg>.*)$")
+_K8S_DUMP_RE = re.compile(r"event for [^:\s]{1,300}: \{[^}]{0,300}\} (?P<reason>[A-Z][A-Za-z]{1,60}): (?P<msg>.*)$")
+_RAY_EXIT_RE = re.compile(r"[Ww]orker exit type: (?P<type>[A-Z][A-Z_]{1,40})\b(?:\s*Worker exit detail:\s*(?P<msg>.*))?")
+_SLURM_BANNER_RE = re.compile(r"\*\*\* (?P<what>JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z][A-Z ]{1,60}?))?(?: on \S+)? \*\*\*")
+
+
+def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> LogEvent | None:
+    """A record that states its own severity, graded by ``rules/event_shapes.yaml``: a Kubernetes
+    event or container state (its reason), a kernel record (the OOM killer, the NVIDIA driver), a
+    Ray worker's exit type, a Slurm cancellation banner, a glog/c10/Ray C++ header's severity with
+    the source file that wrote it. None for any other line (an ERROR line is not an event by
+    itself). ``low``: the line was logged below error; only records whose severity is their own (an
+    event's reason, a header graded at that level) count then."""
+    s = shapes()
+    body = p.body
+
+    def event(kind: str, exc_type: str, message: str | None, grade: str, process: str | None = p.process) -> LogEvent:
+        return LogEvent(kind, exc_type, message, source=source, line=lineno, first_line=lineno, last_line=lineno,
+                        text=text, process=process, role=role_of(p.process, p.actor, p.rank, source), grade=grade,
+                        level=p.level)
+
+    for rx in (_K8S_ROW_RE, _K8S_DUMP_RE, _K8S_FIELD_RE):
+        m = rx.search(body)
+        if m is not None:
+            grade = s["k8s_reasons"].get(m.group("reason"))
+            if grade is not None:
+                return event("k8s_event", f"k8s {m.group('reason')}", m.group("msg") or body.strip(), grade)
+    if p.component is not None and p.header == "glog" and body[:1] not in (" ", "\t"):
+        # (an indented body continues a record logged line by line: a stack's frames)
+        for rx, levels, grade, shape in s["severity_records"]:
+            if p.record_level in levels and rx.search(p.component):
+                return event(shape, f"{p.record_level} {p.component}", body, grade) if grade else None
+    if low:
+        return None
+    if p.daemon == "kernel" or "NVRM: " in body:
+        for rx, grade in s["kernel_records"]:
+            m = rx.search(body)
+            if m is not None:
+                return event("kernel_record", f"kernel {m.group(0).strip()}", body.strip(), grade, p.process or "kernel")
+    m = _RAY_EXIT_RE.search(body)
+    if m is not None and m.group("type") in s["ray_exit_types"]:
+        return event("ray_exit", f"Ray worker exit {m.group('type')}", m.group("msg") or body,
+                     s["ray_exit_types"][m.group("type")])
+    m = _SLURM_BANNER_RE.search(body)
+    if m is not None and (p.daemon or body.startswith("***")):
+        return event("slurm", p.daemon or "slurm", body.strip(), "consequence", p.daemon or p.process)
     return None
 
 
@@ -421,6 +525,19 @@ def _exit_status(body: str, text: str, lineno: int, source: str, p: Peeled, role
                         last_line=lineno, text=text, process=p.process, role=role, signal=sig, exit_status=status,
                         grade=grade, level=p.level)
     return None
+
+
+def _headline(preceding: str | None, p: Peeled, lineno: int) -> int:
+    """The first line of an exception event starting at ``lineno``: the line before when it is a
+    record of the same process logged at error level (``logger.exception("...")``, vLLM's "EngineCore
+    encountered a fatal error." before its exception), else ``lineno``."""
+    if preceding is None:
+        return lineno
+    h = peel(preceding)
+    if h.process == p.process and h.header == "logging" and h.level in shapes()["logged_error_levels"] \
+            and h.body.strip() and not _THREAD_RE.match(h.body) and not h.body.startswith(_TRACEBACK):
+        return lineno - 1
+    return lineno
 
 
 def _thread_of(preceding: str | None) -> str:
@@ -506,6 +623,7 @@ def _traceback(p: Peeled, text: str, lineno: int, following: Iterable[str], prec
                         first_line=lineno, last_line=last, text=text, process=p.process,
                         role=role, thread=thread, grade="consequence", level=p.level)
     root_type, root_msg, root_line, root_text = chain[0]
+    first = _headline(preceding, p, lineno)
     types = tuple(c[0] for c in chain)
     telemetry = _is_telemetry(list(types) + paths[1:] if thread == "background" else list(types))
     if thread == "background" and not telemetry:
@@ -514,7 +632,7 @@ def _traceback(p: Peeled, text: str, lineno: int, following: Iterable[str], prec
     if grade == "consequence" and thread == "main" and any(
             _exception_grade(t, thread, telemetry) == "primary" for t in types[1:]):
         grade = "primary"           # a KeyboardInterrupt that then raised a real error
-    return LogEvent("exception", root_type, root_msg, source=source, line=root_line, first_line=lineno,
+    return LogEvent("exception", root_type, root_msg, source=source, line=root_line, first_line=first,
                     last_line=last, text=root_text, process=p.process, role=role, thread=thread,
                     telemetry=telemetry, grade=grade, chain=types, level=p.level)
 
@@ -620,9 +738,15 @@ class EventLog:
         return {a for a, _ in self.by_key}
 
     def first(self, attempt: int, grades: tuple[str, ...] = ("primary",)) -> LogEvent | None:
+        """The earliest event of ``attempt`` with one of ``grades``: by time when both are dated,
+        by line within one file (an undated line before a dated one of the same file came first),
+        else by ``order_key``. A template's last kept occurrence competes too (undated, it is kept
+        last although its line may come first in its file)."""
+        found = sorted({id(e): e for (a, _), (_, ev, last) in self.by_key.items() if a == attempt
+                        for e in (ev, last) if e.grade in grades}.values(), key=LogEvent.order_key)
         best = None
-        for (a, _), (_, ev, _) in self.by_key.items():
-            if a == attempt and ev.grade in grades and (best is None or ev.order_key() < best.order_key()):
+        for ev in found:
+            if best is None or _earlier(ev, best):
                 best = ev
         return best
 
@@ -635,6 +759,12 @@ class EventLog:
                 if e.source == source and e.first_line <= line <= e.last_line:
                     return e
         return None
+
+
+def _earlier(a: LogEvent, b: LogEvent) -> bool:
+    if a.file_index == b.file_index and a.source == b.source and (a.ts is None or b.ts is None):
+        return a.line < b.line
+    return a.order_key() < b.order_key()
 
 
 def token_match(rx: re.Pattern, text: str) -> bool:

@@ -173,6 +173,9 @@ class SignatureMeasured(Fact):
     """Its occurrence is the first causal error of the current attempt (earliest primary error)."""
     transient: bool
     remediation: str
+    generic: bool = False
+    """It only restates a shape (a traceback, an unclassified fatal line: ``generic_signatures`` of
+    rules/event_shapes.yaml): the error it matches is not named by it."""
 
 
 class EventMeasured(Fact):
@@ -180,7 +183,8 @@ class EventMeasured(Fact):
     error when it is an event, or a background-thread exception of the current attempt."""
     kind: Literal["event"] = "event"
     shape: str
-    """exception | cpp_abort | fatal_signal | exit_status | kernel | nccl_warn | slurm | fatal_log"""
+    """exception | cpp_abort | fatal_signal | exit_status | kernel | nccl_warn | slurm | fatal_log |
+    comm_error | logged_error | kernel_record | k8s_event | ray_exit (rules/event_shapes.yaml)"""
     exc_type: str | None = None
     message: str | None = None
     template: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 from rlhealth.facts import Occurrence, SignatureMeasured, SuppressedMeasured
 from rlhealth.observers.base import Observation, ev
 from rlhealth.first_error import first_causes
+from rlhealth.probes.events import shapes
 
 
 def progress_after(occ: Occurrence | None, last: Occurrence | None) -> bool | None:
@@ -47,6 +48,6 @@ def observe(obs: Observation) -> None:
             progress_after=bool(placed := progress_after(cur_last, obs.last_progress)) if cur_first is not None else False,
             placed=placed is not None or cur_last.ts is not None if cur_first is not None else True,
             first_error=sig_id == first_sig and cur_first is not None, transient=sig.transient,
-            remediation=sig.remediation))
+            remediation=sig.remediation, generic=sig_id in shapes()["generic"]))
     for sig_id, n in sorted(read.suppressed.items()):
         obs.add(SuppressedMeasured(fact_id=f"suppressed:{sig_id}", sig=sig_id, count=n))

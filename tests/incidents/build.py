@@ -402,13 +402,32 @@ def unnamed_exception_policy_rank(b_root):
         '  File "/opt/venv/lib/python3.11/site-packages/flashinfer/jit/core.py", line 204, in build_and_load',
         "    raise JITCompilationFailed(msg)",
         "flashinfer.jit.core.JITCompilationFailed: ninja build of kernel batch_prefill_sm90 failed with status 1")])
-    return dict(now=now, verdict="KILL", mode="agentic", terminal=False, gates=dict(liveness="FAIL"),
-                restarts=dict(burned=0, same_failure=False), fired=["liveness.unhandled_unnamed_error"],
+    return dict(now=now, verdict="KILL", mode="agentic", terminal=False, gates=dict(liveness="FAIL"), confidence="medium",
+                restarts=dict(burned=0, same_failure=False), fired=["liveness.unhandled_unnamed_error", "confidence.kill_unnamed"],
+                not_fired=["confidence.kill_corroborated"],
                 evidence=[dict(gate="liveness", contains="flashinfer.jit.core.JITCompilationFailed: ninja build of kernel batch_prefill_sm90 failed")],
                 first_error_contains="JITCompilationFailed",
                 finding_contains=dict(liveness="unhandled flashinfer.jit.core.JITCompilationFailed in a policy process"),
                 description="A policy worker dies on an exception class no signature names (flashinfer JITCompilationFailed) after the "
                             "newest step: the main-thread traceback, by its shape, is the hard failure.")
+
+
+@incident
+def severity_records_healthy(b_root):
+    t = at(120.1)
+    now = healthy_agentic_plus(b_root, [
+        POLICY_ACTOR + "[rank0]:[W801 " + t.strftime("%H:%M:%S") + ".000000456 TCPStore.cpp:125] [c10d] recvValue failed on "
+        "SocketImpl(fd=76, addr=[localhost]:60902, remote=[localhost]:29500): Connection reset by peer, retrying",
+        "(raylet) [" + t.strftime("%Y-%m-%d %H:%M:%S") + ",500 E 395 395] (raylet) runtime_env_agent_client.cc:320: The "
+        "runtime env agent returned an error for a deleted environment: not found.",
+        loguru(t, "reward server returned 503, retrying in 5s", level="ERROR", where="skyrl_train.rewards:score:77")])
+    return dict(now=now, **HEALTHY_SHAPE,
+                fired=["liveness.progressing"],
+                not_fired=["liveness.unhandled_unnamed_error", "liveness.fatal_first_error", "liveness.fatal_signature",
+                           "verdict.kill_hard_failure"],
+                description="A job whose logs end, after its newest step, in records that state an error severity and "
+                            "that no signature names (a c10d store-client warning, a raylet error, an ERROR log line): they "
+                            "compete for the first causal error but are no crash, so no KILL by shape alone.")
 
 
 @incident
@@ -514,7 +533,8 @@ def cuda_oom_training(b_root):
     return dict(now=iso(at(155)), verdict="KILL", mode="standard", terminal=False,
                 gates=dict(liveness="FAIL", resources="FAIL", rollouts="PASS", dynamics="PASS"),
                 restarts=dict(burned=0, same_failure=False), signatures=["cuda_oom", "python_traceback", "train_loop_failed"],
-                fired=["resources.cuda_oom", "liveness.fatal_signature"],
+                fired=["resources.cuda_oom", "liveness.fatal_signature"], confidence="high",
+                not_fired=["confidence.kill_unnamed"],
                 evidence=[dict(gate="resources", contains="CUDA out of memory. Tried to allocate 3.71 GiB")],
                 description="torch >=2.4 CUDA OOM text during policy_train; the loop failed and nothing advanced after it.")
 
