@@ -50,6 +50,8 @@ MAX_EAGER_LINES = 50
 """enforce_eager evidence lines kept (the first ones)."""
 MAX_BATCH_COMPLETE = 200
 """Batch-completion lines kept (the newest ones)."""
+MAX_WEIGHT_UPDATE_LINES = 20000
+"""Dated weight-broadcast lines kept (the first ones, in file order): a run logs one per engine per step."""
 MAX_PHASE_COSTS = 500
 """Phase durations kept per phase (the newest ones)."""
 MAX_OPEN_EVENTS = 256
@@ -170,6 +172,10 @@ class BundleRead:
     weight_updates: int = 0
     """Engine-log lines of a weight broadcast into the engines (``update_weights``, ``update_named_weights``)."""
     weight_update_first: Occurrence | None = None
+    weight_update_lines: list[tuple[float, str, int, str]] = field(default_factory=list)
+    """Every dated weight-broadcast line as ``(ts, source, line, text)`` (file order, at most
+    MAX_WEIGHT_UPDATE_LINES): the weight syncs that delimit the policy versions (steps) the
+    coherence of agent output is judged per."""
     weight_reload_finished: int = 0
     """Lines closing a weight reload (``finish_weight_reload``, vLLM ``finalize_layerwise_reload``)."""
     generator_init: Occurrence | None = None
@@ -475,6 +481,8 @@ class _Router:
             read.weight_updates += 1
             if read.weight_update_first is None:
                 read.weight_update_first = occ
+            if occ.ts is not None and len(read.weight_update_lines) < MAX_WEIGHT_UPDATE_LINES:
+                read.weight_update_lines.append((occ.ts, occ.source, occ.line, occ.text))
         if "x_weight_reload_done" in keys:
             read.weight_reload_finished += 1
         if "x_generator_init" in keys and read.generator_init is None:
@@ -924,6 +932,9 @@ def _merge_file_scan(read: BundleRead, part: _FileScan, seen_steps: set[int], ca
     read.weight_reload += src.weight_reload
     read.weight_updates += src.weight_updates
     read.weight_reload_finished += src.weight_reload_finished
+    room = MAX_WEIGHT_UPDATE_LINES - len(read.weight_update_lines)
+    if room > 0:
+        read.weight_update_lines.extend(src.weight_update_lines[:room])
     if src.weight_update_first is not None and (read.weight_update_first is None or (
             src.weight_update_first.ts or 0) < (read.weight_update_first.ts or 0)):
         read.weight_update_first = src.weight_update_first

@@ -245,6 +245,32 @@ class EnginesMeasured(Fact):
     """Log files read for this diagnosis."""
     log_capture_problems: str | None = None
     """Evidence problems on log sources (sync or probe errors for the finelog, pod or Ray logs; unreadable logs)."""
+    gpu_groups: int = 0
+    """Engines (or hosts) the live polls' inference GPUs were grouped into (``engine_gpus`` facts)."""
+    gpu_groups_busy_unlogged: int = 0
+    """Of them, groups computing (median utilization above idle) that match no engine printing stats
+    in the logs: an engine runs there whose log lines were not captured."""
+
+
+class EngineGpusMeasured(Fact):
+    """The inference GPUs of one engine in the live polls, matched to the engine by every cue there is."""
+    kind: Literal["engine_gpus"] = "engine_gpus"
+    identity: str
+    """The engine's canonical identity (as in the ``engine`` facts), else ``inference GPUs on <host>``."""
+    matched_by: str
+    """``pid`` (a GPU's compute process is the engine's pid on its host), ``host`` (the only engine
+    logging from that pod / IP / node) or ``none`` (no engine in the logs matches)."""
+    host: str
+    gpu_list: str
+    """The GPU indices, comma-separated."""
+    gpus: int
+    polls: int
+    """Fewest polls of any of its GPUs."""
+    max_util_pct: float | None = None
+    max_median_util_pct: float | None = None
+    min_mem_used_mib: float | None = None
+    in_logs: bool = False
+    """The engine also prints stats lines in the logs read."""
 
 
 class EngineMeasured(Fact):
@@ -436,6 +462,29 @@ class TrialsMeasured(Fact):
     """Sampled outputs of trials started at or after the first weight broadcast."""
     incoherent_after_sync: int = 0
     incoherent_after_sync_fraction: float | None = None
+    weight_syncs: int = 0
+    """Weight syncs in the engine logs: dated weight-broadcast lines grouped (one per engine) when
+    less than ``weight_sync_group_s`` apart. They delimit the steps (policy versions) coherence is judged per."""
+    steps_judged: int = 0
+    """Policy versions (before the first sync, between two syncs, after the last) with at least
+    ``coherence_step_min_samples`` sampled outputs."""
+    recent_salad_steps: int = 0
+    """The newest judged steps, consecutive, each with an incoherent share at or above ``salad_fraction``."""
+    recent_salad_sampled: int = 0
+    recent_salad_incoherent: int = 0
+    """Sampled outputs, and the incoherent ones, of those newest salad steps."""
+    recent_salad_fraction: float | None = None
+    recent_salad_since_sync: int | None = None
+    """The change point: the number (1 = first) of the weight sync the newest salad steps start at;
+    None when they start before any sync."""
+    recent_salad_since: str | None = None
+    """When that weight sync happened (ISO)."""
+    before_change_sampled: int = 0
+    before_change_incoherent: int = 0
+    before_change_fraction: float | None = None
+    """Sampled outputs of the judged steps before the change point, the incoherent ones, their share."""
+    step_coherence: str | None = None
+    """Per judged step, oldest first: ``sync k: incoherent/sampled`` (``initial`` before the first sync)."""
     weight_reload_markers: int = 0
     weight_updates: int = 0
     """Engine-log lines of a weight broadcast (``update_weights`` ...)."""
@@ -573,7 +622,7 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
     JobMeasured, TrainerMeasured, SignatureMeasured, EventMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
-    EnginesConfigured, ThroughputMeasured, GpuTypeMeasured,
+    EnginesConfigured, EngineGpusMeasured, ThroughputMeasured, GpuTypeMeasured,
     GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
     StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}

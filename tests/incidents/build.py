@@ -1531,6 +1531,48 @@ def moe_weight_sync_coherent_hard_tasks(b_root):
                             "coherent prose, code and tool calls on hard tasks, every reward 0: not token salad, not a kill.")
 
 
+def moe_steps_run(b_root, salad_from_minute: float | None, stray=()):
+    """The MoE run with a weight sync after every step (closed reload brackets) and 60 trials two
+    minutes apart; the 50 newest are sampled. Trials started at or after ``salad_from_minute`` emit
+    token salad (reward 0); ``stray``: indices of single incoherent trials among coherent ones."""
+    b = moe_run(b_root, reload_finished=True)
+    turns = [COHERENT, "The test expects an empty list for blank input; I'll update parse() and rerun.",
+             "def parse(text: str) -> list[str]:\n    if not text.strip():\n        return []\n    return [t.strip() for t in text.split(',') if t.strip()]"]
+    for i in range(60):
+        start = 1 + i * 2
+        name = f"task-{i:03d}__S{i:06d}"
+        if (salad_from_minute is not None and start >= salad_from_minute) or i in stray:
+            kind = MOE_SALAD_KINDS[i % (len(MOE_SALAD_KINDS) - 1)]
+            b.trial(name, 0.0, at(start), turns=9, agent=[moe_salad(kind, i), moe_salad(kind, i + 100)])
+        else:
+            b.trial(name, 1.0 if i % 3 == 0 else 0.0, at(start), turns=9, agent=[turns[i % 3], turns[(i + 1) % 3]])
+    return b
+
+
+@incident
+def coherence_salad_recent_steps(b_root):
+    moe_steps_run(b_root, salad_from_minute=80)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad_recent_steps", "trials.token_salad_recent_steps"],
+                evidence=[dict(gate="rollouts", contains="(weight version 8)")],
+                finding_contains=dict(rollouts="token salad in the newest 3 step(s), from weight sync 8"),
+                description="The MoE run coherent (and scoring) for seven steps, then token salad from the eighth weight sync on: "
+                            "20 of the 50 newest samples, below the overall salad share and with none before the first sync, so "
+                            "only a per-step judgement catches it; the change point is quoted at weight sync 8.")
+
+
+@incident
+def coherence_coherent_recent_steps(b_root):
+    moe_steps_run(b_root, salad_from_minute=None, stray=(45, 52, 58))
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.learning"], evidence=[],
+                not_fired=["rollouts.token_salad_recent_steps", "trials.token_salad_recent_steps"],
+                description="The same run with one stray incoherent sample in each of three recent steps (1 of 5 or 1 of 10 "
+                            "per step): no step reaches the salad share, not token salad.")
+
+
 @incident
 def few_incoherent_among_coherent(b_root):
     b = agentic_running(b_root)

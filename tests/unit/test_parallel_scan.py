@@ -74,7 +74,7 @@ SCAN_FIELDS = {
     "last_trainer_line", "trainer_lines", "phases_open", "phase_costs", "steps_finished", "genbuf_last",
     "genbuf_last_change", "genbuf_last_seen", "stats", "stats_count", "stats_eras", "eager_lines", "engine_model",
     "gpu_names", "batch_complete", "exc_breakdown", "exc_breakdown_occ", "use_tis", "weight_reload",
-    "weight_updates", "weight_update_first", "weight_reload_finished",
+    "weight_updates", "weight_update_first", "weight_update_lines", "weight_reload_finished",
     "generator_init", "source_rev", "events"}
 """The ``BundleRead`` fields the log routing writes; ``_merge_file_scan`` merges every one."""
 NOT_SCANNED = {
