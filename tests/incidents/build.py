@@ -2035,6 +2035,81 @@ def engines_present_by_index(b_root):
                 description="The same prefix-less stats lines from Engine 000-003: every configured engine accounted for.")
 
 
+ENGINE_PODS = {f"iris-alice-rl-qwen8b-tb-{e + 1}-5c6d7e-0": f"10.1.2.{e + 2}" for e in range(4)}
+POLICY_POD = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0"
+
+
+def engines_on_pods(b_root, *, idle=None, unlogged=None):
+    """Four engines (TP 2), one per pod, each logging to its own pod log with its Ray actor prefix;
+    a live capture polls every GPU. Engine ``idle`` prints stats with nothing running and its GPUs
+    sit at 0% with the weights resident; engine ``unlogged`` computes but its pod log was not
+    captured. Engines 0 and 3 are matched to their GPUs by pid (the engine actor is the GPU's
+    compute process), engines 1 and 2 by host (the GPUs run a TP worker of another pid)."""
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    for e, (name, ip) in enumerate(ENGINE_PODS.items()):
+        if e == unlogged:
+            continue
+        gen, running = (0.0, 0) if e == idle else (2310.7, 48)
+        b.lines(f"pod_logs/{name}.log", [vllm_stats(at((s - 1) * 10 + 3 + k), "v1", gen, running, 0, engine=0, pid=2871 + e, ip=ip)
+                                         for s in range(1, 13) for k in range(3)])
+    rows = []
+    for k in range(3):
+        t = iso(at(121 + 0.5 * k))
+        for g in range(4):
+            rows.append({"t": t, "host": POLICY_POD, "gpu": g, "util_pct": 91.0, "mem_used_mib": 70371, "mem_total_mib": 81559,
+                         "power_w": 610.5, "dram_active": None, "role": "policy", "processes": ["4410 ray::FSDPPolicyWorker"]})
+        for e, name in enumerate(ENGINE_PODS):
+            proc = f"{2871 + e} ray::AsyncVLLMInferenceEngine" if e in (0, 3) else f"{5120 + e} ray::RayWorkerWrapper"
+            for g in range(2):
+                util = 0.0 if e == idle else 86.0
+                rows.append({"t": t, "host": name, "gpu": g, "util_pct": util, "mem_used_mib": 70371, "mem_total_mib": 81559,
+                             "power_w": 120.0 if util == 0 else 590.0, "dram_active": None, "role": "inference", "processes": [proc]})
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              job=engines_job_json(4), polls=rows, pods=engine_pods({POLICY_POD: "10.1.2.1", **ENGINE_PODS}))
+    healthy_trials(b)
+    return b
+
+
+@incident
+def engine_gpus_idle_resident(b_root):
+    engines_on_pods(b_root, idle=3)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_gpus_idle", "verdict.kill_hard_failure"],
+                not_fired=["resources.engine_missing", "resources.engine_silent"],
+                finding_contains=dict(resources="engine AsyncVLLMInferenceEngine pid=2874, ip=10.1.2.5 idle"),
+                evidence=[dict(gate="resources", contains='"host": "iris-alice-rl-qwen8b-tb-4-5c6d7e-0", "gpu": 0, "role": "inference", "util_pct": 0.0')],
+                description="Four engines on four pods, all printing stats; engine pid 2874 runs nothing and its two GPUs sit at 0% "
+                            "with 70 GB resident across three live polls while the other three engines' GPUs compute: matched to "
+                            "its GPUs by its pid among their compute processes, it is RESOURCES FAIL by name (the median "
+                            "throughput over engines alone passes).")
+
+
+@incident
+def engine_gpus_all_busy(b_root):
+    engines_on_pods(b_root)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_generating"],
+                not_fired=["resources.engine_gpus_idle", "resources.engine_unlogged_computing"], evidence=[],
+                description="The same four engines with every engine's GPUs computing in the live polls: every engine accounted for.")
+
+
+@incident
+def engine_unlogged_gpus_busy(b_root):
+    engines_on_pods(b_root, unlogged=2)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_unlogged_computing"],
+                not_fired=["resources.engine_missing"],
+                finding_contains=dict(resources="inference GPUs on iris-alice-rl-qwen8b-tb-3-5c6d7e-0"),
+                description="Four engines configured, three in the logs read: the fourth pod's log was not captured, yet its "
+                            "GPUs compute in the live polls. The engine is alive and its logs are missing: ERROR (capture its "
+                            "logs), not a missing engine.")
+
+
 @incident
 def engine_silent(b_root):
     b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
