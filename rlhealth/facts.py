@@ -318,6 +318,39 @@ class ThroughputMeasured(Fact):
     floor on the slowest, the conservative one)."""
 
 
+class IdentityMeasured(Fact):
+    """The job judged (model and class, GPU, engine geometry, stage, each with its source) beside the given inputs."""
+    kind: Literal["identity"] = "identity"
+    model: str | None = None
+    model_source: str | None = None
+    """``file:line`` where the evidence names the model (else the configuration source)."""
+    model_class: str | None = None
+    """``dense`` or ``MoE`` (fewer active than total parameters), as observed."""
+    total_params_b: float | None = None
+    active_params_b: float | None = None
+    params_source: str | None = None
+    gpu: str | None = None
+    """The GPU class as observed (not given)."""
+    gpu_source: str | None = None
+    engines: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+    geometry: str | None = None
+    geometry_source: str | None = None
+    stage: str | None = None
+    """``bring-up`` (no completed step), ``inference`` (a rollout phase open) or ``training``."""
+    stage_source: str | None = None
+    given_model: str | None = None
+    given_class: str | None = None
+    given_total_params_b: float | None = None
+    given_active_params_b: float | None = None
+    active_params_ratio: float | None = None
+    """The larger over the smaller of the given and the observed active parameters."""
+    total_params_ratio: float | None = None
+    given_gpu: str | None = None
+    given_gpu_class: str | None = None
+
+
 class GpuTypeMeasured(Fact):
     """The GPU type as each source names it (nvidia-smi, node labels, job.json, launch words, --gpu)."""
     kind: Literal["gpu_type"] = "gpu_type"
@@ -622,7 +655,7 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
     JobMeasured, TrainerMeasured, SignatureMeasured, EventMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
-    EnginesConfigured, EngineGpusMeasured, ThroughputMeasured, GpuTypeMeasured,
+    EnginesConfigured, EngineGpusMeasured, ThroughputMeasured, GpuTypeMeasured, IdentityMeasured,
     GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
     StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}

@@ -2361,6 +2361,54 @@ def gpu_sources_disagree_healthy(b_root):
 
 
 
+@incident
+def given_model_contradicts_launch(b_root):
+    expected = baseline_healthy_agentic(b_root)
+    return dict(expected, given={"model": {"name": "Qwen/Qwen3-30B-A3B"}},
+                fired=["identity.given_model_class_contradicts", "verdict.no_kill"],
+                not_fired=["identity.given_model_size_contradicts", "identity.given_gpu_contradicts"],
+                reasoning_contains="The given --model Qwen/Qwen3-30B-A3B (MoE, 30.0B total / 3.0B active) contradicts the evidence",
+                description="The dispatcher passes --model Qwen/Qwen3-30B-A3B (an MoE) while the launch configuration runs the dense "
+                            "Qwen/Qwen3-8B: judged on the observed model (the verdict is the healthy baseline's), and the "
+                            "contradiction is stated in REASONING and the identity block, not silently ignored.")
+
+
+@incident
+def given_model_matches_launch(b_root):
+    moe_steps_run(b_root, salad_from_minute=None)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), given={"model": {"name": "Qwen/Qwen3-30B-A3B"}, "gpu": "H100"},
+                fired=["rollouts.learning"], evidence=[],
+                not_fired=["identity.given_model_class_contradicts", "identity.given_model_size_contradicts",
+                           "identity.given_gpu_contradicts"],
+                description="The MoE run (Qwen/Qwen3-30B-A3B, 2 engines x EP 4) dispatched with the matching --model and --gpu: "
+                            "the identity names MoE 30B total / 3B active, no contradiction.")
+
+
+@incident
+def given_gpu_contradicts_nvidia_smi(b_root):
+    gpu_evidence_run(b_root, 2310.7, inventory=inventory_csv("NVIDIA H100 80GB HBM3"))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), given={"gpu": "H200"},
+                fired=["identity.given_gpu_contradicts", "resources.throughput_ok"], evidence=[],
+                reasoning_contains="The given --gpu H200 (H200-141GB) contradicts the evidence",
+                description="The dispatcher passes --gpu H200 while the capture's nvidia-smi inventory shows NVIDIA H100 80GB HBM3: "
+                            "the throughput floor uses the observed H100, and the contradiction is stated.")
+
+
+@incident
+def given_gpu_matches_nvidia_smi(b_root):
+    gpu_evidence_run(b_root, 2310.7, inventory=inventory_csv("NVIDIA H100 80GB HBM3"))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), given={"gpu": "H100", "model": {"name": "Qwen/Qwen3-8B"}},
+                fired=["resources.throughput_ok"], evidence=[],
+                not_fired=["identity.given_gpu_contradicts", "identity.given_model_class_contradicts",
+                           "identity.given_model_size_contradicts"],
+                description="The same capture dispatched with --gpu H100 and --model Qwen/Qwen3-8B, as observed: no contradiction.")
+
 def stop_trial(b: Bundle, name: str, reward: float, start, *, stop_reason: str | None, exception: str | None = None,
                turns: int = 12):
     """A finished trial whose agent metadata records why the agent stopped (``stop_reason``; None: no field)."""
