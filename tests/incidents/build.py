@@ -2374,6 +2374,17 @@ def given_model_contradicts_launch(b_root):
 
 
 @incident
+def given_model_size_contradicts_launch(b_root):
+    expected = baseline_healthy_agentic(b_root)
+    return dict(expected, given={"model": {"name": "Qwen/Qwen3-32B"}},
+                fired=["identity.given_model_size_contradicts", "verdict.no_kill"],
+                not_fired=["identity.given_model_class_contradicts", "identity.given_gpu_contradicts"],
+                reasoning_contains="The given --model Qwen/Qwen3-32B (32.0B active) contradicts the evidence",
+                description="The dispatcher passes --model Qwen/Qwen3-32B while the launch configuration runs the dense "
+                            "Qwen/Qwen3-8B (both dense, 4x apart): judged on the observed model, the contradiction stated.")
+
+
+@incident
 def given_model_matches_launch(b_root):
     moe_steps_run(b_root, salad_from_minute=None)
     return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
