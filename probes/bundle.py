@@ -36,6 +36,7 @@ from rlhealth.probes.parse.timestamps import line_timestamp, parse_iso
 from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.patterns import EXTRACTOR_PREFILTERS, EXTRACTORS, scan_patterns
+from rlhealth.probes.parse import trials as tp_trials
 from rlhealth.probes.parse.trials import BackgroundSummary, EarlyTrials, TrialSummary
 from rlhealth.probes.scan import LineHit, Pattern, Scanner, actor_prefix, stats_fields, stats_line, strip_actor_prefix
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
@@ -1064,7 +1065,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         log_work = _parallel_log_work(root, plan, catalog, reference, skip, scanner)
         aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
         try:
-            trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
+            trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["coherence_sample_pool_trials"]),
                                            since=_current_attempt_start(read),
                                            after=log_work.in_reader if log_work is not None else None,
                                            early=early_trials)
@@ -1091,7 +1092,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
             except Exception:  # noqa: BLE001 - routed again in order below, failing where it would
                 pass
         log_work.close()
-        read.trials = trials_job.result()
+        read.trials = trials_job.result(outputs=False)
         for extra in trials_job.after_results:
             if isinstance(extra, dict):
                 parts.update((i, p) for i, p in extra.items() if isinstance(p, _FileScan) and i not in parts)
@@ -1126,7 +1127,11 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trials_job is not None:
         read.trace_dir_exists = True
         if read.trials is None:
-            read.trials = trials_job.result()
+            read.trials = trials_job.result(outputs=False)
+        # the coherence sample: the newest trials of each step, the steps delimited by the weight syncs
+        thr = catalog.thresholds
+        syncs = [ts for ts, *_ in tp_trials.weight_syncs(read.weight_update_lines, thr["weight_sync_group_s"])]
+        trials_job.read_outputs(read.trials, (int(thr["salad_sample_trials"]), int(thr["coherence_step_max_samples"]), syncs))
     return read
 
 

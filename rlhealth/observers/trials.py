@@ -11,6 +11,7 @@ from rlhealth.facts import Evidence, Occurrence, StopReasonsMeasured, TrialsMeas
 from rlhealth.observers import coherence
 from rlhealth.observers.base import Observation, ev, finite_mean, median, quantile, summary
 from rlhealth.probes.parse.timestamps import iso
+from rlhealth.probes.parse.trials import weight_syncs
 from rlhealth.probes.textio import quote
 
 
@@ -123,19 +124,6 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
                 sampled_after_sync=after, incoherent_after_sync=after_bad,
                 incoherent_after_sync_fraction=_share(after_bad, after), evidence=evidence,
                 summary=coherence_summary, flagged=flagged_by_start)
-
-
-def weight_syncs(lines, group_s: float) -> list[tuple[float, str, int, str]]:
-    """One ``(ts, source, line, text)`` per weight sync, oldest first: the dated weight-broadcast
-    lines sorted by time, a line less than ``group_s`` after the previous one belonging to the
-    same sync (every engine logs its own broadcast line); each sync is its first line."""
-    syncs: list[tuple[float, str, int, str]] = []
-    last = None
-    for entry in sorted(lines):
-        if last is None or entry[0] - last >= group_s:
-            syncs.append(entry)
-        last = entry[0]
-    return syncs
 
 
 def judge_steps(flagged, syncs, param: dict, first_sync: Occurrence | None) -> dict:

@@ -151,3 +151,20 @@ def test_identity_stage_geometry_and_sources(tmp_path):
     ident = _identity_of(tmp_path / "c", log[:2], entry, given={"model": {"name": "Qwen/Qwen3-8B"}})
     assert ident["stage"] == "bring-up"
     assert len(ident["conflicts"]) == 1 and "The given --model Qwen/Qwen3-8B (dense" in ident["conflicts"][0]
+
+
+def test_coherence_sample_takes_the_newest_of_each_step():
+    from rlhealth.probes.parse.trials import per_step_sample
+    pool = [(float(t), f"t{t:03d}") for t in range(100)]          # one trial a second, oldest first
+    syncs = [20.0, 40.0, 60.0, 80.0]                                # five steps of 20 trials
+    sample = per_step_sample(pool, syncs, 12, 3)
+    assert [int(s) for s, _ in sample] == [37, 38, 39, 57, 58, 59, 77, 78, 79, 97, 98, 99]
+    # fewer steps than the sample needs: the newest of each step, then the newest trials left
+    sample = per_step_sample(pool, [50.0], 10, 3)
+    assert [int(s) for s, _ in sample] == [47, 48, 49, 93, 94, 95, 96, 97, 98, 99]
+    # no sync: the newest; a pool no bigger than the sample: all of it
+    assert per_step_sample(pool, [], 5, 2) == pool[-5:]
+    assert per_step_sample(pool[:4], syncs, 5, 2) == pool[:4]
+    # undated trials are the oldest step
+    undated = [(float("-inf"), "u1"), (float("-inf"), "u2")] + pool[:6]
+    assert [n for _, n in per_step_sample(undated, [3.0], 4, 1)] == ["u2", "t002", "t004", "t005"]

@@ -120,9 +120,13 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
                     share[index] = part
                 self.after_results = [pickle.loads(pickle.dumps(share))]
 
-        def result(self):
+        def result(self, *, outputs=True):
             trace_root, aliases, sample_size, since = self.args
-            return trials_mod.summarize_trials(trace_root, aliases, sample_size, workers=1, since=since)
+            self.summary = trials_mod.BackgroundSummary(trace_root, aliases, sample_size, workers=1, since=since)
+            return self.summary.result(outputs=outputs)
+
+        def read_outputs(self, summary, select=None):
+            self.summary.read_outputs(summary, select)
 
     monkeypatch.setattr(bundle_mod, "BackgroundSummary", InProcessTrials)
     if merges is not None:
@@ -396,8 +400,8 @@ def test_forked_reader_shares_the_logs(tmp_path, monkeypatch):
         _forking(m)
         original = trials_mod.BackgroundSummary.result
 
-        def result(self):
-            summary = original(self)
+        def result(self, **kw):
+            summary = original(self, **kw)
             results.extend(self.after_results)
             return summary
 
