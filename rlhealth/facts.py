@@ -516,6 +516,12 @@ class TrialsMeasured(Fact):
     before_change_incoherent: int = 0
     before_change_fraction: float | None = None
     """Sampled outputs of the judged steps before the change point, the incoherent ones, their share."""
+    newest_step_sampled: int = 0
+    newest_step_incoherent: int = 0
+    newest_step_fraction: float | None = None
+    """Sampled outputs of the newest judged step, the incoherent ones, their share."""
+    newest_step_since_sync: int | None = None
+    """The weight sync the newest judged step starts at (0: before the first sync)."""
     step_coherence: str | None = None
     """Per judged step, oldest first: ``sync k: incoherent/sampled`` (``initial`` before the first sync)."""
     weight_reload_markers: int = 0

@@ -155,6 +155,7 @@ def judge_steps(flagged, syncs, param: dict, first_sync: Occurrence | None) -> d
     recent_n = sum(per_version[v][0] for v in recent)
     recent_bad = sum(per_version[v][1] for v in recent)
     change = recent[-1] if recent else None
+    newest_n, newest_bad = per_version[judged[-1]] if judged else (0, 0)
     evidence: list[Evidence] = []
     if change:
         ts, source, line, text = syncs[change - 1]
@@ -167,6 +168,9 @@ def judge_steps(flagged, syncs, param: dict, first_sync: Occurrence | None) -> d
                 recent_salad_since=iso(syncs[change - 1][0]) if change else None,
                 before_change_sampled=before_n, before_change_incoherent=before_bad,
                 before_change_fraction=_share(before_bad, before_n),
+                newest_step_sampled=newest_n, newest_step_incoherent=newest_bad,
+                newest_step_fraction=_share(newest_bad, newest_n),
+                newest_step_since_sync=judged[-1] if judged else None,
                 step_coherence="; ".join(f"{'initial' if v == 0 else f'sync {v}'}: {per_version[v][1]}/{per_version[v][0]}"
                                          for v in judged) or None,
                 evidence=evidence)

@@ -1531,7 +1531,7 @@ def moe_weight_sync_coherent_hard_tasks(b_root):
                             "coherent prose, code and tool calls on hard tasks, every reward 0: not token salad, not a kill.")
 
 
-def moe_steps_run(b_root, salad_from_minute: float | None, stray=()):
+def moe_steps_run(b_root, salad_from_minute: float | None, stray=(), salad_until_minute: float = 1e9):
     """The MoE run with a weight sync after every step (closed reload brackets) and 60 trials two
     minutes apart; the 50 newest are sampled. Trials started at or after ``salad_from_minute`` emit
     token salad (reward 0); ``stray``: indices of single incoherent trials among coherent ones."""
@@ -1541,7 +1541,7 @@ def moe_steps_run(b_root, salad_from_minute: float | None, stray=()):
     for i in range(60):
         start = 1 + i * 2
         name = f"task-{i:03d}__S{i:06d}"
-        if (salad_from_minute is not None and start >= salad_from_minute) or i in stray:
+        if (salad_from_minute is not None and salad_from_minute <= start < salad_until_minute) or i in stray:
             kind = MOE_SALAD_KINDS[i % (len(MOE_SALAD_KINDS) - 1)]
             b.trial(name, 0.0, at(start), turns=9, agent=[moe_salad(kind, i), moe_salad(kind, i + 100)])
         else:
@@ -1560,6 +1560,20 @@ def coherence_salad_recent_steps(b_root):
                 description="The MoE run coherent (and scoring) for seven steps, then token salad from the eighth weight sync on: "
                             "20 of the 50 newest samples, below the overall salad share and with none before the first sync, so "
                             "only a per-step judgement catches it; the change point is quoted at weight sync 8.")
+
+
+@incident
+def coherence_salad_recovered(b_root):
+    moe_steps_run(b_root, salad_from_minute=40, salad_until_minute=100)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad_recovered", "trials.token_salad_recovered"],
+                not_fired=["trials.token_salad", "rollouts.token_salad", "rollouts.token_salad_recent_steps"],
+                finding_contains=dict(rollouts="0/10 in the newest step (from weight sync 10 on"),
+                evidence=[],
+                description="Token salad in the steps from weight sync 4 to 9 (30 of the 50 sampled outputs), coherent again "
+                            "after weight sync 10: judged per step the newest step is coherent, so the salad of earlier "
+                            "steps is reported as recovered (NO-KILL, flip on salad in the newest step), not a kill.")
 
 
 @incident
