@@ -188,7 +188,8 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
 def _poll_pids(row: dict) -> set[str]:
     """The pids of a poll row's compute processes (``"<pid> <args>"`` each)."""
     out = set()
-    for proc in row.get("processes") or []:
+    procs = row.get("processes")
+    for proc in procs if isinstance(procs, list) else []:
         head = str(proc).split(" ", 1)[0]
         if head.isdigit():
             out.add(head)

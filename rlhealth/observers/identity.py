@@ -9,6 +9,7 @@ the rule base (``identity.given_*`` in rules/rulesets/evidence.yaml).
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -143,7 +144,10 @@ def observe(obs: Observation, given=None) -> None:
     g_gpu = getattr(given, "gpu", None) if given is not None else None
 
     def ratio(a, b):
-        return round(max(a / b, b / a), 3) if a and b else None
+        if not a or not b:
+            return None
+        r = max(a / b, b / a)
+        return round(r, 3) if math.isfinite(r) else None
     fact = IdentityMeasured(
         fact_id="identity", evidence=tuple(evidence), model=name, model_source=model_source,
         model_class=model_class(total, active), total_params_b=total, active_params_b=active,

@@ -177,7 +177,11 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
             model_name, active_b = served, float(p.group(2) or p.group(1))
             model_source = f"vLLM engine init line {occ.source}:{occ.line}"
     total_b = model.get("total_params_b") if model_source == model.get("source") and model_source else None
-    if isinstance(total_b, bool) or not isinstance(total_b, (int, float)) or not math.isfinite(total_b) or total_b <= 0:
+    try:
+        total_b = float(total_b) if isinstance(total_b, (int, float)) and not isinstance(total_b, bool) else None
+    except OverflowError:
+        total_b = None          # an integer too large for a float: garbled
+    if total_b is not None and (not math.isfinite(total_b) or total_b <= 0):
         total_b = None
     obs.model_observed = {"name": model_name, "source": model_source, "active_params_b": active_b, "total_params_b": total_b,
                           "from_job_json": bool(model_source) and model_source == model.get("source")}
