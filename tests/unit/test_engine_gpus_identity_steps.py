@@ -168,3 +168,12 @@ def test_coherence_sample_takes_the_newest_of_each_step():
     # undated trials are the oldest step
     undated = [(float("-inf"), "u1"), (float("-inf"), "u2")] + pool[:6]
     assert [n for _, n in per_step_sample(undated, [3.0], 4, 1)] == ["u2", "t002", "t004", "t005"]
+
+
+def test_identity_given_model_and_gpu_both_contradicting_are_both_stated(tmp_path):
+    import json
+    entry = json.dumps({"argv": ["python", "-m", "cloud.iris.training_driver", "trainer.policy.model.path=Qwen/Qwen3-8B",
+                                 "generator.num_inference_engines=2", "--gpu", "H100"]})
+    ident = _identity_of(tmp_path, ["x"], entry, given={"model": {"name": "Qwen/Qwen3-30B-A3B"}, "gpu": "B200"})
+    assert len(ident["conflicts"]) == 2
+    assert any("--model Qwen/Qwen3-30B-A3B" in c for c in ident["conflicts"]) and any("--gpu B200" in c for c in ident["conflicts"])
