@@ -43,6 +43,7 @@ from rlhealth.probes.parse.timestamps import parse_iso
 from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.patterns import EXTRACTORS, scan_patterns  # noqa: F401 - EXTRACTORS: the pattern table, re-exported
+from rlhealth.probes.parse import trials as tp_trials
 from rlhealth.probes.parse.trials import BackgroundSummary, EarlyTrials, TrialSummary
 from rlhealth.probes.scan import Pattern, Scanner
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
@@ -112,6 +113,10 @@ class BundleRead:
     weight_updates: int = 0
     """Engine-log lines of a weight broadcast into the engines (``update_weights``, ``update_named_weights``)."""
     weight_update_first: Occurrence | None = None
+    weight_update_lines: list[tuple[float, str, int, str]] = field(default_factory=list)
+    """Every dated weight-broadcast line as ``(ts, source, line, text)`` (file order, at most
+    ``extractors.weights.MAX_WEIGHT_UPDATE_LINES``): the weight syncs that delimit the policy
+    versions (steps) the coherence of agent output is judged per."""
     weight_reload_finished: int = 0
     """Lines closing a weight reload (``finish_weight_reload``, vLLM ``finalize_layerwise_reload``)."""
     generator_init: Occurrence | None = None
@@ -353,7 +358,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         log_work = _parallel_log_work(root, plan, catalog, reference, skip, scanner)
         aliases = dict(catalog.trial_exceptions.get("message_aliases") or {})
         try:
-            trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["salad_sample_trials"]),
+            trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["coherence_sample_pool_trials"]),
                                            since=_current_attempt_start(read),
                                            after=log_work.in_reader if log_work is not None else None,
                                            early=early_trials)
@@ -379,7 +384,7 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
                 pass
         log_work.close()
         progress.note("the trial reader finishes the other files and the trial directories")
-        read.trials = (trials_job.result(on_chunk=progress.trials) if progress.enabled else trials_job.result())
+        read.trials = trials_job.result(on_chunk=progress.trials if progress.enabled else None, outputs=False)
         for extra in trials_job.after_results:
             if isinstance(extra, dict):
                 parts.update((i, p) for i, p in extra.items() if isinstance(p, _FileScan) and i not in parts)
@@ -404,7 +409,11 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
     if trials_job is not None:
         read.trace_dir_exists = True
         if read.trials is None:
-            read.trials = (trials_job.result(on_chunk=progress.trials) if progress.enabled else trials_job.result())
+            read.trials = trials_job.result(on_chunk=progress.trials if progress.enabled else None, outputs=False)
+        # the coherence sample: the newest trials of each step, the steps delimited by the weight syncs
+        thr = catalog.thresholds
+        syncs = [ts for ts, *_ in tp_trials.weight_syncs(read.weight_update_lines, thr["weight_sync_group_s"])]
+        trials_job.read_outputs(read.trials, (int(thr["salad_sample_trials"]), int(thr["coherence_step_max_samples"]), syncs))
     progress.close()
     return read
 

@@ -15,7 +15,6 @@ from rlhealth.derivation import Derivation
 from rlhealth.engine import EngineError, EngineResult, run_rules
 from rlhealth.facts import GATES, Derived, Evidence
 from rlhealth.observers import Observation, observe
-from rlhealth.observers.job import identity as job_identity
 from rlhealth.probes.bundle import read_bundle
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.report import AttemptReport, GateReport, JobRef, Report, RestartsReport
@@ -107,7 +106,7 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
                               evidence=derivation.quoted(restarts_gate.fields.get("finding_id")) if restarts_gate else [])
     terminal = any(d.fields.get("name") == "job_terminal" for d in result.derived)
     handoff = _handoff(verdict, decided, standing, restarts_gate, result, derivation) if verdict == "KILL" else None
-    return Report(job=_job_ref(obs), identity=job_identity(obs), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
+    return Report(job=_job_ref(obs), identity=_identity(obs, result), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
                   evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), verdict=verdict, confidence=confidence,
                   mode=str(obs.job.get("mode") or "unknown"), mode_source=str(obs.job.get("mode_source") or ""),
                   terminal=terminal, restarts=restarts, gates=gates,
@@ -121,6 +120,16 @@ def _report(obs: Observation, now: datetime, catalog: Catalog, result: EngineRes
                   metric_window=obs.metric_window, phase_table=obs.phase_table, first_error=obs.first_error,
                   behavioral_break=_behavioral_break(result),
                   derivation=derivation.nodes(), why=derivation.why(decided.fact_id))
+
+
+def _identity(obs: Observation, result: EngineResult | None) -> dict | None:
+    """The job's identity as observed, with the statements of the rules that found a given input
+    contradicting the evidence (``given_contradicts_evidence`` conclusions)."""
+    if obs.identity is None:
+        return None
+    conflicts = sorted({d.statement for d in (result.derived if result is not None else [])
+                        if d.kind == "conclusion" and d.fields.get("name") == "given_contradicts_evidence"})
+    return {**obs.identity, "conflicts": conflicts}
 
 
 def _behavioral_break(result: EngineResult) -> dict | None:
@@ -211,7 +220,8 @@ def _engine_failure_report(obs: Observation, now: datetime, reason: str) -> Repo
     finding = f"rule engine failed: {reason}"
     gates = {g: GateReport(status="ERROR", finding=finding, findings=[{"rule": None, "status": "ERROR", "finding": finding}])
              for g in GATES}
-    return Report(job=_job_ref(obs), evidence_dir=str(obs.read.root), captured_at=iso(obs.read.newest_evidence),
+    return Report(job=_job_ref(obs), identity=_identity(obs, None), evidence_dir=str(obs.read.root),
+                  captured_at=iso(obs.read.newest_evidence),
                   evaluated_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), verdict="ERROR", confidence="low",
                   mode=str(obs.job.get("mode") or "unknown"), mode_source=str(obs.job.get("mode_source") or ""),
                   terminal=False, restarts=RestartsReport(finding="not evaluated: the rule engine failed",

@@ -252,6 +252,32 @@ class EnginesMeasured(Fact):
     """Log files read for this diagnosis."""
     log_capture_problems: str | None = None
     """Evidence problems on log sources (sync or probe errors for the finelog, pod or Ray logs; unreadable logs)."""
+    gpu_groups: int = 0
+    """Engines (or hosts) the live polls' inference GPUs were grouped into (``engine_gpus`` facts)."""
+    gpu_groups_busy_unlogged: int = 0
+    """Of them, groups computing (median utilization above idle) that match no engine printing stats
+    in the logs: an engine runs there whose log lines were not captured."""
+
+
+class EngineGpusMeasured(Fact):
+    """The inference GPUs of one engine in the live polls, matched to the engine by every cue there is."""
+    kind: Literal["engine_gpus"] = "engine_gpus"
+    identity: str
+    """The engine's canonical identity (as in the ``engine`` facts), else ``inference GPUs on <host>``."""
+    matched_by: str
+    """``pid`` (a GPU's compute process is the engine's pid on its host), ``host`` (the only engine
+    logging from that pod / IP / node) or ``none`` (no engine in the logs matches)."""
+    host: str
+    gpu_list: str
+    """The GPU indices, comma-separated."""
+    gpus: int
+    polls: int
+    """Fewest polls of any of its GPUs."""
+    max_util_pct: float | None = None
+    max_median_util_pct: float | None = None
+    min_mem_used_mib: float | None = None
+    in_logs: bool = False
+    """The engine also prints stats lines in the logs read."""
 
 
 class EngineMeasured(Fact):
@@ -297,6 +323,39 @@ class ThroughputMeasured(Fact):
     floor_fastest_tok_s: float | None = None
     """When the GPU sources disagree: the floor on the fastest GPU named (``floor_tok_s`` is the
     floor on the slowest, the conservative one)."""
+
+
+class IdentityMeasured(Fact):
+    """The job judged (model and class, GPU, engine geometry, stage, each with its source) beside the given inputs."""
+    kind: Literal["identity"] = "identity"
+    model: str | None = None
+    model_source: str | None = None
+    """``file:line`` where the evidence names the model (else the configuration source)."""
+    model_class: str | None = None
+    """``dense`` or ``MoE`` (fewer active than total parameters), as observed."""
+    total_params_b: float | None = None
+    active_params_b: float | None = None
+    params_source: str | None = None
+    gpu: str | None = None
+    """The GPU class as observed (not given)."""
+    gpu_source: str | None = None
+    engines: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+    geometry: str | None = None
+    geometry_source: str | None = None
+    stage: str | None = None
+    """``bring-up`` (no completed step), ``inference`` (a rollout phase open) or ``training``."""
+    stage_source: str | None = None
+    given_model: str | None = None
+    given_class: str | None = None
+    given_total_params_b: float | None = None
+    given_active_params_b: float | None = None
+    active_params_ratio: float | None = None
+    """The larger over the smaller of the given and the observed active parameters."""
+    total_params_ratio: float | None = None
+    given_gpu: str | None = None
+    given_gpu_class: str | None = None
 
 
 class GpuTypeMeasured(Fact):
@@ -443,6 +502,35 @@ class TrialsMeasured(Fact):
     """Sampled outputs of trials started at or after the first weight broadcast."""
     incoherent_after_sync: int = 0
     incoherent_after_sync_fraction: float | None = None
+    weight_syncs: int = 0
+    """Weight syncs in the engine logs: dated weight-broadcast lines grouped (one per engine) when
+    less than ``weight_sync_group_s`` apart. They delimit the steps (policy versions) coherence is judged per."""
+    steps_judged: int = 0
+    """Policy versions (before the first sync, between two syncs, after the last) with at least
+    ``coherence_step_min_samples`` sampled outputs."""
+    recent_salad_steps: int = 0
+    """The newest judged steps, consecutive, each with an incoherent share at or above ``salad_fraction``."""
+    recent_salad_sampled: int = 0
+    recent_salad_incoherent: int = 0
+    """Sampled outputs, and the incoherent ones, of those newest salad steps."""
+    recent_salad_fraction: float | None = None
+    recent_salad_since_sync: int | None = None
+    """The change point: the number (1 = first) of the weight sync the newest salad steps start at;
+    None when they start before any sync."""
+    recent_salad_since: str | None = None
+    """When that weight sync happened (ISO)."""
+    before_change_sampled: int = 0
+    before_change_incoherent: int = 0
+    before_change_fraction: float | None = None
+    """Sampled outputs of the judged steps before the change point, the incoherent ones, their share."""
+    newest_step_sampled: int = 0
+    newest_step_incoherent: int = 0
+    newest_step_fraction: float | None = None
+    """Sampled outputs of the newest judged step, the incoherent ones, their share."""
+    newest_step_since_sync: int | None = None
+    """The weight sync the newest judged step starts at (0: before the first sync)."""
+    step_coherence: str | None = None
+    """Per judged step, oldest first: ``sync k: incoherent/sampled`` (``initial`` before the first sync)."""
     weight_reload_markers: int = 0
     weight_updates: int = 0
     """Engine-log lines of a weight broadcast (``update_weights`` ...)."""
@@ -580,7 +668,7 @@ def gate_slot(gate: str, facts: list["Fact"]) -> "GateSlot":
 
 MEASUREMENTS: dict[str, type[Fact]] = {m.model_fields["kind"].default: m for m in (
     JobMeasured, TrainerMeasured, SignatureMeasured, EventMeasured, SuppressedMeasured, EnginesMeasured, EngineMeasured,
-    EnginesConfigured, ThroughputMeasured, GpuTypeMeasured,
+    EnginesConfigured, EngineGpusMeasured, ThroughputMeasured, GpuTypeMeasured, IdentityMeasured,
     GpuRoleMeasured, GpuHealthMeasured, GpuXidMeasured, FlightRecorderMeasured, StacksMeasured, PodsMeasured, TrialsMeasured,
     StopReasonsMeasured, StdRolloutsMeasured, DynamicsMeasured,
     RestartsMeasured, ProblemMeasured, GateSlot)}

@@ -50,6 +50,31 @@ class GateReport(BaseModel):
     """Every finding the rules drew for this gate (rule, status, finding), most load-bearing first."""
 
 
+class JobIdentity(BaseModel):
+    """What job was judged, as observed, each value with where it was read (a ``file:line`` of the
+    evidence, a configuration source, or ``given``); ``conflicts``: the rule statements of given
+    dispatcher inputs that contradict the evidence."""
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = None
+    model_source: str | None = None
+    model_class: Literal["dense", "MoE"] | None = None
+    total_params_b: float | None = None
+    active_params_b: float | None = None
+    params_source: str | None = None
+    gpu: str | None = None
+    gpu_source: str | None = None
+    engines: int | None = None
+    engines_source: str | None = None
+    tp: int | None = None
+    ep: int | None = None
+    geometry: str | None = None
+    """``<engines> engines x TP<n>/EP<n>``."""
+    geometry_source: str | None = None
+    stage: Literal["bring-up", "inference", "training"] | None = None
+    stage_source: str | None = None
+    conflicts: list[str] = Field(default_factory=list)
+
+
 class AttemptReport(BaseModel):
     model_config = _DOCUMENTED
     attempt: int
@@ -114,8 +139,8 @@ class Report(BaseModel):
     measurement and missing nodes; ``from`` lists the ids a node was derived from)."""
     why: list[str] = Field(default_factory=list)
     """The chain that decided the verdict, as the Markdown WHY block prints it."""
-    identity: dict[str, Any] | None = None
-    """What job was judged: model, active parameters, GPU type, configured engines, stage, each with its source."""
+    identity: JobIdentity | None = None
+    """What job was judged: model, class, parameters, GPU type, engine geometry, stage, each with its source."""
     given: dict[str, Any] | None = None
     """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
     next_action_machine: Annotated[dict[str, Any] | None, WithJsonSchema(

@@ -25,7 +25,8 @@ def corpus_runs():
     runs = {}
     for d in incident_dirs():
         expected = load_expected(d)
-        report = diagnose(d / "bundle", now=parse_now(expected["now"]), mode_override=expected.get("mode_arg"))
+        report = diagnose(d / "bundle", now=parse_now(expected["now"]), mode_override=expected.get("mode_arg"),
+                          given=expected.get("given"))
         read = read_bundle(d / "bundle", CATALOG)
         runs[d.name] = (expected, report, set(read.signatures) | set(read.suppressed))
     return runs

@@ -24,7 +24,8 @@ def _run(d, monkeypatch, fmt="json"):
     expected = load_expected(d)
     monkeypatch.chdir(d)
     from pathlib import Path
-    report = diagnose(Path("bundle"), now=parse_now(expected["now"]), mode_override=expected.get("mode_arg"))
+    report = diagnose(Path("bundle"), now=parse_now(expected["now"]), mode_override=expected.get("mode_arg"),
+                      given=expected.get("given"))
     return expected, report
 
 

@@ -213,9 +213,13 @@ def _reference_path(monkeypatch, block_bytes=None):
         def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None, early=None):
             self.args = (trace_root, aliases, sample_size, since)
 
-        def result(self):
+        def result(self, *, outputs=True):
             trace_root, aliases, sample_size, since = self.args
-            return trials_mod.summarize_trials(trace_root, aliases, sample_size, workers=1, since=since)
+            self.summary = trials_mod.BackgroundSummary(trace_root, aliases, sample_size, workers=1, since=since)
+            return self.summary.result(outputs=outputs)
+
+        def read_outputs(self, summary, select=None):
+            self.summary.read_outputs(summary, select)
 
     monkeypatch.setattr(bundle_mod, "BackgroundSummary", Sync)
 

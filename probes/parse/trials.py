@@ -14,6 +14,7 @@ packed (about one byte per character of the trial names).
 """
 from __future__ import annotations
 
+import bisect
 import errno
 import functools
 import gc
@@ -1078,6 +1079,7 @@ class BackgroundSummary:
         self._root = os.fsencode(trace_root)
         self._aliases = aliases
         self._sample_size = sample_size
+        self._newest: list[tuple[float, str]] = []
         self._since = since
         self._readers: list[tuple[Any, Any]] = []
         self._tokens: int | None = None
@@ -1153,15 +1155,62 @@ class BackgroundSummary:
         self._readers = []
         return tally
 
-    def result(self, on_chunk: Callable[[int, int], None] | None = None) -> TrialSummary:
-        """The summary; ``on_chunk(chunks read here, chunks in all)`` after each chunk this process reads."""
+    def result(self, on_chunk: Callable[[int, int], None] | None = None, *, outputs: bool = True) -> TrialSummary:
+        """The summary, with the agent outputs of the newest trials kept (``sample_size``) unless
+        ``outputs`` is False (then ``read_outputs`` reads them, once the weight syncs are known);
+        ``on_chunk(chunks read here, chunks in all)`` after each chunk this process reads."""
         self._on_chunk = on_chunk
         tally = self._tally_shared() if self._tokens is not None else None
         if tally is None:
             tally = self._tally_in_process()
         summary = TrialSummary.from_tally(tally)
-        _sample_outputs(summary, self._trace_root, tally.newest_sample())
+        self._newest = tally.newest_sample()
+        if outputs:
+            self.read_outputs(summary)
         return summary
+
+    def read_outputs(self, summary: TrialSummary, select: tuple[int, int, list[float]] | None = None) -> None:
+        """Read the coherence sample's agent outputs into ``summary``: the newest trials kept, or,
+        with ``select = (size, per_step, sync_times)``, ``per_step_sample`` of them."""
+        sample = self._newest
+        if select is not None:
+            sample = per_step_sample(sample, select[2], select[0], select[1])
+        _sample_outputs(summary, self._trace_root, sample)
+
+
+def weight_syncs(lines, group_s: float) -> list[tuple[float, str, int, str]]:
+    """One ``(ts, source, line, text)`` per weight sync, oldest first: the dated weight-broadcast
+    lines sorted by time, a line less than ``group_s`` after the previous one belonging to the
+    same sync (every engine logs its own broadcast line); each sync is its first line."""
+    syncs: list[tuple[float, str, int, str]] = []
+    last = None
+    for entry in sorted(lines):
+        if last is None or entry[0] - last >= group_s:
+            syncs.append(entry)
+        last = entry[0]
+    return syncs
+
+
+def per_step_sample(pool: list[tuple[float, str]], sync_times: list[float], size: int,
+                    per_step: int) -> list[tuple[float, str]]:
+    """The coherence sample from the newest trials kept (``pool``, oldest first, ``(start or
+    -inf, name)``): the newest ``per_step`` of each step (the policy version between two weight
+    syncs its trial started under), newest step first, until ``size``; fewer steps than that fill
+    up with the newest trials left. Without a sync it is the newest ``size``. Oldest first."""
+    if len(pool) <= size:
+        return list(pool)
+    steps: dict[int, list[tuple[float, str]]] = {}
+    for entry in pool:
+        step = bisect.bisect_right(sync_times, entry[0]) if math.isfinite(entry[0]) else -1
+        steps.setdefault(step, []).append(entry)
+    chosen: list[tuple[float, str]] = []
+    for step in sorted(steps, reverse=True):
+        chosen += steps[step][-per_step:][::-1]
+        if len(chosen) >= size:
+            break
+    taken = set(chosen[:size])
+    rest = [entry for entry in reversed(pool) if entry not in taken]
+    return sorted(chosen[:size] + rest[:max(0, size - len(taken))])
 
 
 def summarize_trials(trace_root: Path, aliases: dict[str, str], sample_size: int,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from rlhealth.catalog import Catalog
 from rlhealth.facts import GATES, REPORTED_APART, gate_slot
 from rlhealth.observers.base import Observation
-from rlhealth.observers import (dynamics, engines, events, gpus, hardware, job, pods, problems, restarts, rollouts_std,
-                                signatures, stacks, trainer, trials)
+from rlhealth.observers import (dynamics, engines, events, gpus, hardware, identity, job, pods, problems, restarts,
+                                rollouts_std, signatures, stacks, trainer, trials)
 from rlhealth.probes.bundle import BundleRead
 
 __all__ = ["Observation", "observe"]
@@ -37,6 +37,7 @@ def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
     rollouts_std.observe(obs)
     dynamics.observe(obs)
     restarts.observe(obs)
+    identity.observe(obs, given)
     measured = list(obs.facts)
     for gate in GATES + REPORTED_APART:
         obs.facts.append(gate_slot(gate, measured))

@@ -33,6 +33,10 @@ class Observation:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     max_retries: int | None = None
     first_error: Evidence | None = None
+    model_observed: dict[str, Any] = field(default_factory=dict)
+    """The model as the evidence states it (name, source, parameters), before any given ``--model``."""
+    identity: dict[str, Any] | None = None
+    """The job's identity (rlhealth/observers/identity.py) for the report."""
 
     @property
     def param(self) -> dict[str, float]:

@@ -73,8 +73,10 @@ def observe(obs: Observation) -> None:
                              "series": {k: [round(x, 4) for x in v[-10:]] for k, v in full.items() if v}}
         obs.phase_table = span_table(step_rows([records[s].metrics for s in window]))
     elif read.phase_costs:
-        # phase timers of the trainer log: one list per phase, not per step (no tree to place them in)
+        # phase timers of the trainer log: one list per phase, not per step (no tree to place them in);
+        # a garbled (non-finite) duration is no duration
+        costs = {k: f for k, v in read.phase_costs.items() if (f := finite(v))}
         obs.phase_table = [{"phase": k, "within": None, "declared": False, "median_s": round(median(v), 2),
                             "mean_s": round(sum(v) / len(v), 2), "last_s": round(v[-1], 2), "n": len(v),
                             "share_of_within": None}
-                           for k, v in sorted(read.phase_costs.items())]
+                           for k, v in sorted(costs.items())]

@@ -4,13 +4,14 @@ table's row."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from rlhealth.facts import EngineMeasured, EnginesConfigured, EnginesMeasured, Evidence, ThroughputMeasured
-from rlhealth.observers.base import Observation, as_dict, capture_rel, median, quantile, rounded
+from rlhealth.facts import EngineGpusMeasured, EngineMeasured, EnginesConfigured, EnginesMeasured, Evidence, ThroughputMeasured
+from rlhealth.observers.base import Observation, as_dict, as_key, capture_rel, median, quantile, rounded
 from rlhealth.probes.backends import bundle_log_is_current_leg
 from rlhealth.probes.bundle import BundleRead, _current_attempt_start, _slurm_leg
 from rlhealth.probes.parse.timestamps import iso
@@ -72,6 +73,8 @@ class Engine:
     sources: set = field(default_factory=set)
     index: str | None = None
     """The ``Engine NNN`` index of a file-scoped engine."""
+    ip: str | None = None
+    """The host address of an ``ip``-scoped engine."""
     indexed: bool = False
     """A file-scoped engine told apart by its ``Engine NNN`` index: its file carries several distinct
     indices (one process serving several data-parallel engines, each logging its own index)."""
@@ -79,6 +82,21 @@ class Engine:
     @property
     def attributed(self) -> bool:
         return self.pid is not None or self.indexed
+
+    def hosts(self, addresses: dict[str, str]) -> set[str]:
+        """Where the engine runs, by every name the evidence gives it: the IP of its actor prefix,
+        the pod (or node directory) of each per-pod file it logs to, and each such pod's IP."""
+        out = {self.ip} if self.ip else set()
+        for source in self.sources:
+            pod = pod_of(source)
+            if pod:
+                out.add(pod)
+                if addresses.get(pod):
+                    out.add(addresses[pod])
+        by_ip = {ip: pod for pod, ip in addresses.items()}
+        if self.ip in by_ip:
+            out.add(by_ip[self.ip])
+        return out
 
 
 def raw_identity(sample, addresses: dict[str, str]) -> tuple[tuple, str]:
@@ -141,7 +159,8 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
             engine = engines.get(ident)
             if engine is None:
                 engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None, label=label,
-                                                 index=ident[2] if ident[0] == "file" else None)
+                                                 index=ident[2] if ident[0] == "file" else None,
+                                                 ip=ident[1] if ident[0] == "ip" else None)
             engine.samples.append(sample)
             engine.sources.add(sample.source)
     _merge_into_unique(engines, "pod", ("ip",))
@@ -165,6 +184,73 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
         engine.samples = unique
         out.append(engine)
     return sorted(out, key=lambda e: e.label)
+
+
+def _poll_pids(row: dict) -> set[str]:
+    """The pids of a poll row's compute processes (``"<pid> <args>"`` each)."""
+    out = set()
+    procs = row.get("processes")
+    for proc in procs if isinstance(procs, list) else []:
+        head = str(proc).split(" ", 1)[0]
+        if head.isdigit():
+            out.add(head)
+    return out
+
+
+def _numbers(rows: list[dict], key: str) -> list[float]:
+    return [v for r in rows if isinstance(v := r.get(key), (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def engine_gpu_groups(read: BundleRead, engines: list[Engine], param: dict) -> list[EngineGpusMeasured]:
+    """The live polls' inference GPUs grouped by engine. A GPU belongs to the engine whose pid is
+    one of its compute processes on that host (the engine's pod, its pod's IP, or its actor
+    prefix's IP), else to the only engine logging from that host; a GPU no engine of the logs
+    matches is grouped with the other unmatched GPUs of its host."""
+    rows_by_gpu: dict[tuple[str, object], list[dict]] = {}
+    for row in read.gpu_polls:
+        if row.get("role") == "inference":
+            rows_by_gpu.setdefault((str(row.get("host")), as_key(row.get("gpu"))), []).append(row)
+    if not rows_by_gpu:
+        return []
+    addresses = pod_addresses(read)
+    hosts = [(engine, engine.hosts(addresses)) for engine in engines]
+    groups: dict[str, dict] = {}
+    for (host, gpu), rows in sorted(rows_by_gpu.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        names = {host, addresses.get(host) or host}
+        here = [e for e, where in hosts if where & names]
+        pids = set().union(*(_poll_pids(r) for r in rows))
+        by_pid = [e for e in here if e.pid is not None and e.pid in pids]
+        if len(by_pid) == 1:
+            engine, how = by_pid[0], "pid"
+        elif len(here) == 1 and not by_pid:
+            engine, how = here[0], "host"
+        else:
+            engine, how = None, "none"
+        key = engine.label if engine is not None else f"inference GPUs on {host}"
+        g = groups.setdefault(key, {"engine": engine, "how": set(), "gpus": {}, "hosts": set()})
+        g["gpus"][(host, gpu)] = rows
+        g["hosts"].add(host)
+        g["how"].add(how)
+    out = []
+    cap = capture_rel(read)
+    for key in sorted(groups):
+        g = groups[key]
+        gpus = g["gpus"]
+        utils = [u for rows in gpus.values() for u in _numbers(rows, "util_pct")]
+        mems = [m for rows in gpus.values() for m in _numbers(rows, "mem_used_mib")]
+        medians = [median(_numbers(rows, "util_pct")) for rows in gpus.values() if _numbers(rows, "util_pct")]
+        quiet = min(gpus, key=lambda k: (max(_numbers(gpus[k], "util_pct") or [0]), str(k)))
+        row = gpus[quiet][-1]
+        text = (f'{{"host": "{row.get("host")}", "gpu": {row.get("gpu")}, "role": "inference", "util_pct": {row.get("util_pct")}, '
+                f'"mem_used_mib": {row.get("mem_used_mib")}, "processes": {json.dumps(row.get("processes") or [])}, "t": "{row.get("t")}"}}')
+        out.append(EngineGpusMeasured(
+            fact_id=f"engine_gpus:{key}", identity=key, matched_by="+".join(sorted(g["how"])), host=", ".join(sorted(g["hosts"])),
+            gpu_list=", ".join(str(k[1]) for k in sorted(gpus, key=lambda k: (k[0], str(k[1])))), gpus=len(gpus),
+            polls=min(len(v) for v in gpus.values()), max_util_pct=max(utils) if utils else None,
+            max_median_util_pct=max(medians) if medians else None, min_mem_used_mib=min(mems) if mems else None,
+            in_logs=g["engine"] is not None,
+            evidence=(Evidence(source=f"{cap}/gpu_polls.jsonl", text=quote(text)),)))
+    return out
 
 
 def configured_engines(obs: Observation) -> EnginesConfigured | None:
@@ -232,10 +318,15 @@ def observe(obs: Observation) -> None:
         obs.add(configured)
     common = dict(expected_engines=job.get("num_inference_engines"), log_files=len(read.log_files),
                   log_capture_problems=log_capture_problems(read))
+    engines = canonical_engines(read) if read.stats else []
+    groups = engine_gpu_groups(read, engines, param)
+    for group in groups:
+        obs.add(group)
+    common.update(gpu_groups=len(groups), gpu_groups_busy_unlogged=sum(
+        1 for g in groups if not g.in_logs and (g.max_median_util_pct or 0) > param["gpu_idle_util_pct"]))
     if not read.stats:
         obs.add(EnginesMeasured(fact_id="engines", seen=0, **common))
         return
-    engines = canonical_engines(read)
     newest = max((s.ts for e in engines for s in e.samples if s.ts is not None), default=None)
     since = attempt_start(read, engines)
     window_start = (newest - param["throughput_recent_window_s"]) if newest is not None else None

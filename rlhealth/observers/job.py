@@ -177,6 +177,15 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
         if p:
             model_name, active_b = served, float(p.group(2) or p.group(1))
             model_source = f"vLLM engine init line {occ.source}:{occ.line}"
+    total_b = model.get("total_params_b") if model_source == model.get("source") and model_source else None
+    try:
+        total_b = float(total_b) if isinstance(total_b, (int, float)) and not isinstance(total_b, bool) else None
+    except OverflowError:
+        total_b = None          # an integer too large for a float: garbled
+    if total_b is not None and (not math.isfinite(total_b) or total_b <= 0):
+        total_b = None
+    obs.model_observed = {"name": model_name, "source": model_source, "active_params_b": active_b, "total_params_b": total_b,
+                          "from_job_json": bool(model_source) and model_source == model.get("source")}
     gpu_fields = gpu_type.observe(obs, gpu_type.sightings(obs, config_parts(read), given))
     given_model = getattr(given, "model", None) if given is not None else None
     if given_model is not None and active_b is None:
@@ -226,20 +235,3 @@ def observe(obs: Observation, *, max_age_s: float, mode_override: str | None, gi
     obs.add(fact)
     obs.job = fact.model_dump()
 
-
-def identity(obs) -> dict:
-    """The job's identity as measured: model (path, active parameters), GPU type, configured engine
-    count and stage (bring-up before the first completed step, training after it), each with the
-    source it was read from (a file:line, a configuration source or ``given``)."""
-    job = obs.job or {}
-    trainer = next((f for f in obs.facts if f.kind == "trainer"), None)
-    configured = next((f for f in obs.facts if f.kind == "engines_configured"), None)
-    stage, stage_source = None, None
-    if trainer is not None and trainer.trainer_lines + trainer.launch_lines > 0:
-        stage = "training" if trainer.steps_completed >= 1 else "bring-up"
-        stage_source = f"trainer progress: {trainer.steps_completed} completed step(s)"
-    return {"model": job.get("model_name"), "model_source": job.get("model_source"),
-            "active_params_b": job.get("active_params_b"), "gpu": job.get("gpu"), "gpu_source": job.get("gpu_source"),
-            "engines": configured.expected if configured is not None else job.get("num_inference_engines"),
-            "engines_source": configured.source if configured is not None else None,
-            "stage": stage, "stage_source": stage_source}

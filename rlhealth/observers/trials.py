@@ -1,6 +1,7 @@
 """trials: the agentic trial summary from trace_jobs/ (current generation), and the duty cycle."""
 from __future__ import annotations
 
+from bisect import bisect_right
 from math import fsum
 
 import re
@@ -9,6 +10,8 @@ from collections import Counter
 from rlhealth.facts import Evidence, Occurrence, StopReasonsMeasured, TrialsMeasured
 import rlhealth.observers.coherence as coherence
 from rlhealth.observers.base import Observation, ev, finite_mean, median, quantile, summary
+from rlhealth.probes.parse.timestamps import iso
+from rlhealth.probes.parse.trials import weight_syncs
 from rlhealth.probes.textio import quote
 
 
@@ -27,7 +30,10 @@ def observe(obs: Observation) -> None:
         evidence.append(summary(f"trace_jobs/{s.exception_example[top_exc]}",
                                 f"exception_type: {top_exc} ({top_n}/{finished} finished trials)"))
     judged = judge_coherence(s.coherence_samples, obs.param, read.weight_update_first)
-    evidence.extend(judged.pop("evidence"))
+    per_step = judge_steps(judged.pop("flagged"), weight_syncs(read.weight_update_lines, obs.param["weight_sync_group_s"]),
+                           obs.param, read.weight_update_first)
+    shown = judged.pop("evidence")     # the example output, then the change-point sync, then the first sync
+    evidence.extend(shown[:1] + per_step.pop("evidence") + shown[1:])
     coherence_summary = judged.pop("summary")
     mean_reward = finite_mean(s.rewards)
     rewards_line = (f"{nonzero}/{len(s.rewards)} trials with reward > 0; mean reward "
@@ -49,7 +55,7 @@ def observe(obs: Observation) -> None:
         top_exception_fraction=round(top_n / finished, 3) if finished else 0.0,
         top_exception_infra=top_exc in infra, infra_cause=remedy.get("cause"), infra_fix=remedy.get("fix"),
         turns_mean=round(s.turns_mean, 2) if s.turns_mean is not None else None,
-        coherence_sampled=s.coherence_sampled, **judged,
+        coherence_sampled=s.coherence_sampled, **judged, **per_step,
         weight_reload_markers=read.weight_reload, weight_updates=read.weight_updates,
         weight_reload_finished=read.weight_reload_finished,
         unreadable_fraction=round(s.unreadable / s.completed, 3) if s.completed else 0.0,
@@ -76,6 +82,7 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
     incoherent = before = before_bad = after = after_bad = 0
     bad_example = good_example = None
     sync_ts = first_sync.ts if first_sync is not None else None
+    flagged_by_start: list[tuple[float | None, bool]] = []
     for start, source, text in samples:
         m = coherence.measure(text, sample_chars=int(param["coherence_sample_chars"]),
                               min_zipf=param["coherence_dictionary_min_zipf"],
@@ -84,6 +91,7 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
         for signal in flagged:
             counts[signal] += 1
         incoherent += bool(flagged)
+        flagged_by_start.append((start, bool(flagged)))
         snippet = " ".join(text.split())[:200]
         if flagged and bad_example is None:
             bad_example = (source, "; ".join(flagged.values()) + ": " + snippet)
@@ -115,7 +123,57 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
                 incoherent_before_sync_fraction=_share(before_bad, before),
                 sampled_after_sync=after, incoherent_after_sync=after_bad,
                 incoherent_after_sync_fraction=_share(after_bad, after), evidence=evidence,
-                summary=coherence_summary)
+                summary=coherence_summary, flagged=flagged_by_start)
+
+
+def judge_steps(flagged, syncs, param: dict, first_sync: Occurrence | None) -> dict:
+    """Coherence per step: the sampled outputs (``(recorded start, flagged)``) grouped by the policy
+    version their trial started under (before the first weight sync, between two syncs, after the
+    last), each version with at least ``coherence_step_min_samples`` samples judged on its own.
+    The newest judged steps whose incoherent share reaches ``salad_fraction``, consecutive, are the
+    recent salad steps; the weight sync the oldest of them starts at is the change point (quoted
+    when it is not the first sync, which ``judge_coherence`` already quotes)."""
+    times = [ts for ts, *_ in syncs]
+    per_version: dict[int, list[int]] = {}
+    for start, bad in flagged:
+        if start is None:
+            continue
+        counts = per_version.setdefault(bisect_right(times, start), [0, 0])
+        counts[0] += 1
+        counts[1] += bad
+    minimum = int(param["coherence_step_min_samples"])
+    judged = sorted(v for v, (n, _) in per_version.items() if n >= minimum)
+    recent: list[int] = []
+    for version in reversed(judged):
+        n, bad = per_version[version]
+        if bad / n < param["salad_fraction"]:
+            break
+        recent.append(version)
+    before = [v for v in judged if not recent or v < recent[-1]]
+    before_n = sum(per_version[v][0] for v in before)
+    before_bad = sum(per_version[v][1] for v in before)
+    recent_n = sum(per_version[v][0] for v in recent)
+    recent_bad = sum(per_version[v][1] for v in recent)
+    change = recent[-1] if recent else None
+    newest_n, newest_bad = per_version[judged[-1]] if judged else (0, 0)
+    evidence: list[Evidence] = []
+    if change:
+        ts, source, line, text = syncs[change - 1]
+        if first_sync is None or (source, line) != (first_sync.source, first_sync.line):
+            evidence.append(Evidence(source=source, line=line, text=quote(text)))
+    return dict(weight_syncs=len(syncs), steps_judged=len(judged), recent_salad_steps=len(recent),
+                recent_salad_sampled=recent_n, recent_salad_incoherent=recent_bad,
+                recent_salad_fraction=_share(recent_bad, recent_n),
+                recent_salad_since_sync=change or None,
+                recent_salad_since=iso(syncs[change - 1][0]) if change else None,
+                before_change_sampled=before_n, before_change_incoherent=before_bad,
+                before_change_fraction=_share(before_bad, before_n),
+                newest_step_sampled=newest_n, newest_step_incoherent=newest_bad,
+                newest_step_fraction=_share(newest_bad, newest_n),
+                newest_step_since_sync=judged[-1] if judged else None,
+                step_coherence="; ".join(f"{'initial' if v == 0 else f'sync {v}'}: {per_version[v][1]}/{per_version[v][0]}"
+                                         for v in judged) or None,
+                evidence=evidence)
 
 
 

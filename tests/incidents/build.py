@@ -1554,6 +1554,62 @@ def moe_weight_sync_coherent_hard_tasks(b_root):
                             "coherent prose, code and tool calls on hard tasks, every reward 0: not token salad, not a kill.")
 
 
+def moe_steps_run(b_root, salad_from_minute: float | None, stray=(), salad_until_minute: float = 1e9):
+    """The MoE run with a weight sync after every step (closed reload brackets) and 60 trials two
+    minutes apart; the 50 newest are sampled. Trials started at or after ``salad_from_minute`` emit
+    token salad (reward 0); ``stray``: indices of single incoherent trials among coherent ones."""
+    b = moe_run(b_root, reload_finished=True)
+    turns = [COHERENT, "The test expects an empty list for blank input; I'll update parse() and rerun.",
+             "def parse(text: str) -> list[str]:\n    if not text.strip():\n        return []\n    return [t.strip() for t in text.split(',') if t.strip()]"]
+    for i in range(60):
+        start = 1 + i * 2
+        name = f"task-{i:03d}__S{i:06d}"
+        if (salad_from_minute is not None and salad_from_minute <= start < salad_until_minute) or i in stray:
+            kind = MOE_SALAD_KINDS[i % (len(MOE_SALAD_KINDS) - 1)]
+            b.trial(name, 0.0, at(start), turns=9, agent=[moe_salad(kind, i), moe_salad(kind, i + 100)])
+        else:
+            b.trial(name, 1.0 if i % 3 == 0 else 0.0, at(start), turns=9, agent=[turns[i % 3], turns[(i + 1) % 3]])
+    return b
+
+
+@incident
+def coherence_salad_recent_steps(b_root):
+    moe_steps_run(b_root, salad_from_minute=80)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="FAIL"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad_recent_steps", "trials.token_salad_recent_steps"],
+                evidence=[dict(gate="rollouts", contains="(weight version 8)")],
+                finding_contains=dict(rollouts="token salad in the newest 3 step(s), from weight sync 8"),
+                description="The MoE run coherent (and scoring) for seven steps, then token salad from the eighth weight sync on: "
+                            "20 of the 50 newest samples, below the overall salad share and with none before the first sync, so "
+                            "only a per-step judgement catches it; the change point is quoted at weight sync 8.")
+
+
+@incident
+def coherence_salad_recovered(b_root):
+    moe_steps_run(b_root, salad_from_minute=40, salad_until_minute=100)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.token_salad_recovered", "trials.token_salad_recovered"],
+                not_fired=["trials.token_salad", "rollouts.token_salad", "rollouts.token_salad_recent_steps"],
+                finding_contains=dict(rollouts="0/10 in the newest step (from weight sync 10 on"),
+                evidence=[],
+                description="Token salad in the steps from weight sync 4 to 9 (30 of the 50 sampled outputs), coherent again "
+                            "after weight sync 10: judged per step the newest step is coherent, so the salad of earlier "
+                            "steps is reported as recovered (NO-KILL, flip on salad in the newest step), not a kill.")
+
+
+@incident
+def coherence_coherent_recent_steps(b_root):
+    moe_steps_run(b_root, salad_from_minute=None, stray=(45, 52, 58))
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["rollouts.learning"], evidence=[],
+                not_fired=["rollouts.token_salad_recent_steps", "trials.token_salad_recent_steps"],
+                description="The same run with one stray incoherent sample in each of three recent steps (1 of 5 or 1 of 10 "
+                            "per step): no step reaches the salad share, not token salad.")
+
+
 @incident
 def few_incoherent_among_coherent(b_root):
     b = agentic_running(b_root)
@@ -2016,6 +2072,81 @@ def engines_present_by_index(b_root):
                 description="The same prefix-less stats lines from Engine 000-003: every configured engine accounted for.")
 
 
+ENGINE_PODS = {f"iris-alice-rl-qwen8b-tb-{e + 1}-5c6d7e-0": f"10.1.2.{e + 2}" for e in range(4)}
+POLICY_POD = "iris-alice-rl-qwen8b-tb-0-1a2b3c-0"
+
+
+def engines_on_pods(b_root, *, idle=None, unlogged=None):
+    """Four engines (TP 2), one per pod, each logging to its own pod log with its Ray actor prefix;
+    a live capture polls every GPU. Engine ``idle`` prints stats with nothing running and its GPUs
+    sit at 0% with the weights resident; engine ``unlogged`` computes but its pod log was not
+    captured. Engines 0 and 3 are matched to their GPUs by pid (the engine actor is the GPU's
+    compute process), engines 1 and 2 by host (the GPUs run a TP worker of another pid)."""
+    b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
+    b.lines("finelog.log", training_log(12, stats_era="v1", engines=0))
+    for e, (name, ip) in enumerate(ENGINE_PODS.items()):
+        if e == unlogged:
+            continue
+        gen, running = (0.0, 0) if e == idle else (2310.7, 48)
+        b.lines(f"pod_logs/{name}.log", [vllm_stats(at((s - 1) * 10 + 3 + k), "v1", gen, running, 0, engine=0, pid=2871 + e, ip=ip)
+                                         for s in range(1, 13) for k in range(3)])
+    rows = []
+    for k in range(3):
+        t = iso(at(121 + 0.5 * k))
+        for g in range(4):
+            rows.append({"t": t, "host": POLICY_POD, "gpu": g, "util_pct": 91.0, "mem_used_mib": 70371, "mem_total_mib": 81559,
+                         "power_w": 610.5, "dram_active": None, "role": "policy", "processes": ["4410 ray::FSDPPolicyWorker"]})
+        for e, name in enumerate(ENGINE_PODS):
+            proc = f"{2871 + e} ray::AsyncVLLMInferenceEngine" if e in (0, 3) else f"{5120 + e} ray::RayWorkerWrapper"
+            for g in range(2):
+                util = 0.0 if e == idle else 86.0
+                rows.append({"t": t, "host": name, "gpu": g, "util_pct": util, "mem_used_mib": 70371, "mem_total_mib": 81559,
+                             "power_w": 120.0 if util == 0 else 590.0, "dram_active": None, "role": "inference", "processes": [proc]})
+    b.capture(at(125), state={"source": "iris", "state": "running", "failure_count": 0, "preemption_count": 0, "max_retries": 1,
+                              "attempts": [{"attempt": 0, "state": "running", "started_at": iso(at(0))}]},
+              job=engines_job_json(4), polls=rows, pods=engine_pods({POLICY_POD: "10.1.2.1", **ENGINE_PODS}))
+    healthy_trials(b)
+    return b
+
+
+@incident
+def engine_gpus_idle_resident(b_root):
+    engines_on_pods(b_root, idle=3)
+    return dict(now=iso(at(130)), verdict="KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="FAIL", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_gpus_idle", "verdict.kill_hard_failure"],
+                not_fired=["resources.engine_missing", "resources.engine_silent"],
+                finding_contains=dict(resources="engine AsyncVLLMInferenceEngine pid=2874, ip=10.1.2.5 idle"),
+                evidence=[dict(gate="resources", contains='"host": "iris-alice-rl-qwen8b-tb-4-5c6d7e-0", "gpu": 0, "role": "inference", "util_pct": 0.0')],
+                description="Four engines on four pods, all printing stats; engine pid 2874 runs nothing and its two GPUs sit at 0% "
+                            "with 70 GB resident across three live polls while the other three engines' GPUs compute: matched to "
+                            "its GPUs by its pid among their compute processes, it is RESOURCES FAIL by name (the median "
+                            "throughput over engines alone passes).")
+
+
+@incident
+def engine_gpus_all_busy(b_root):
+    engines_on_pods(b_root)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engines_generating"],
+                not_fired=["resources.engine_gpus_idle", "resources.engine_unlogged_computing"], evidence=[],
+                description="The same four engines with every engine's GPUs computing in the live polls: every engine accounted for.")
+
+
+@incident
+def engine_unlogged_gpus_busy(b_root):
+    engines_on_pods(b_root, unlogged=2)
+    return dict(now=iso(at(130)), verdict="ERROR", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="ERROR", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), fired=["resources.engine_unlogged_computing"],
+                not_fired=["resources.engine_missing"],
+                finding_contains=dict(resources="inference GPUs on iris-alice-rl-qwen8b-tb-3-5c6d7e-0"),
+                description="Four engines configured, three in the logs read: the fourth pod's log was not captured, yet its "
+                            "GPUs compute in the live polls. The engine is alive and its logs are missing: ERROR (capture its "
+                            "logs), not a missing engine.")
+
+
 @incident
 def engine_silent(b_root):
     b = Bundle(b_root, entrypoint=engines_ep(4), synced=at(125))
@@ -2266,6 +2397,65 @@ def gpu_sources_disagree_healthy(b_root):
                             "so it does not change the gate; it is stated.")
 
 
+
+@incident
+def given_model_contradicts_launch(b_root):
+    expected = baseline_healthy_agentic(b_root)
+    return dict(expected, given={"model": {"name": "Qwen/Qwen3-30B-A3B"}},
+                fired=["identity.given_model_class_contradicts", "verdict.no_kill"],
+                not_fired=["identity.given_model_size_contradicts", "identity.given_gpu_contradicts"],
+                reasoning_contains="The given --model Qwen/Qwen3-30B-A3B (MoE, 30.0B total / 3.0B active) contradicts the evidence",
+                description="The dispatcher passes --model Qwen/Qwen3-30B-A3B (an MoE) while the launch configuration runs the dense "
+                            "Qwen/Qwen3-8B: judged on the observed model (the verdict is the healthy baseline's), and the "
+                            "contradiction is stated in REASONING and the identity block, not silently ignored.")
+
+
+@incident
+def given_model_size_contradicts_launch(b_root):
+    expected = baseline_healthy_agentic(b_root)
+    return dict(expected, given={"model": {"name": "Qwen/Qwen3-32B"}},
+                fired=["identity.given_model_size_contradicts", "verdict.no_kill"],
+                not_fired=["identity.given_model_class_contradicts", "identity.given_gpu_contradicts"],
+                reasoning_contains="The given --model Qwen/Qwen3-32B (32.0B active) contradicts the evidence",
+                description="The dispatcher passes --model Qwen/Qwen3-32B while the launch configuration runs the dense "
+                            "Qwen/Qwen3-8B (both dense, 4x apart): judged on the observed model, the contradiction stated.")
+
+
+@incident
+def given_model_matches_launch(b_root):
+    moe_steps_run(b_root, salad_from_minute=None)
+    return dict(now=iso(at(130)), verdict="NO-KILL", mode="agentic", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS"),
+                restarts=dict(burned=0, same_failure=False), given={"model": {"name": "Qwen/Qwen3-30B-A3B"}, "gpu": "H100"},
+                fired=["rollouts.learning"], evidence=[],
+                not_fired=["identity.given_model_class_contradicts", "identity.given_model_size_contradicts",
+                           "identity.given_gpu_contradicts"],
+                description="The MoE run (Qwen/Qwen3-30B-A3B, 2 engines x EP 4) dispatched with the matching --model and --gpu: "
+                            "the identity names MoE 30B total / 3B active, no contradiction.")
+
+
+@incident
+def given_gpu_contradicts_nvidia_smi(b_root):
+    gpu_evidence_run(b_root, 2310.7, inventory=inventory_csv("NVIDIA H100 80GB HBM3"))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), given={"gpu": "H200"},
+                fired=["identity.given_gpu_contradicts", "resources.throughput_ok"], evidence=[],
+                reasoning_contains="The given --gpu H200 (H200-141GB) contradicts the evidence",
+                description="The dispatcher passes --gpu H200 while the capture's nvidia-smi inventory shows NVIDIA H100 80GB HBM3: "
+                            "the throughput floor uses the observed H100, and the contradiction is stated.")
+
+
+@incident
+def given_gpu_matches_nvidia_smi(b_root):
+    gpu_evidence_run(b_root, 2310.7, inventory=inventory_csv("NVIDIA H100 80GB HBM3"))
+    return dict(now=iso(at(160)), verdict="NO-KILL", mode="standard", terminal=False,
+                gates=dict(liveness="PASS", resources="PASS", rollouts="PASS", dynamics="PASS"),
+                restarts=dict(burned=0, same_failure=False), given={"gpu": "H100", "model": {"name": "Qwen/Qwen3-8B"}},
+                fired=["resources.throughput_ok"], evidence=[],
+                not_fired=["identity.given_gpu_contradicts", "identity.given_model_class_contradicts",
+                           "identity.given_model_size_contradicts"],
+                description="The same capture dispatched with --gpu H100 and --model Qwen/Qwen3-8B, as observed: no contradiction.")
 
 def stop_trial(b: Bundle, name: str, reward: float, start, *, stop_reason: str | None, exception: str | None = None,
                turns: int = 12):

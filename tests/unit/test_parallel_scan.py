@@ -77,7 +77,7 @@ SCAN_FIELDS = {
     "last_trainer_line", "trainer_lines", "phases_open", "phase_costs", "steps_finished", "genbuf_last",
     "genbuf_last_change", "genbuf_last_seen", "stats", "stats_count", "stats_eras", "eager_lines", "engine_model",
     "gpu_names", "batch_complete", "exc_breakdown", "exc_breakdown_occ", "use_tis", "weight_reload",
-    "weight_updates", "weight_update_first", "weight_reload_finished",
+    "weight_updates", "weight_update_first", "weight_update_lines", "weight_reload_finished",
     "generator_init", "source_rev", "events"}
 """The ``BundleRead`` fields the log scan writes: ``lines_read``, ``log_files``, ``problems`` by
 ``read_bundle``, every other one by the ``result`` of exactly one extractor (which merges it)."""
@@ -142,9 +142,13 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
                     share[index] = work.scan_one(index)
                 self.after_results = [pickle.loads(pickle.dumps(share))]
 
-        def result(self):
+        def result(self, *, outputs=True):
             trace_root, aliases, sample_size, since = self.args
-            return trials_mod.summarize_trials(trace_root, aliases, sample_size, workers=1, since=since)
+            self.summary = trials_mod.BackgroundSummary(trace_root, aliases, sample_size, workers=1, since=since)
+            return self.summary.result(outputs=outputs)
+
+        def read_outputs(self, summary, select=None):
+            self.summary.read_outputs(summary, select)
 
     monkeypatch.setattr(bundle_mod, "BackgroundSummary", InProcessTrials)
     if merges is not None:
@@ -419,8 +423,8 @@ def test_forked_reader_shares_the_logs(tmp_path, monkeypatch):
         _forking(m)
         original = trials_mod.BackgroundSummary.result
 
-        def result(self):
-            summary = original(self)
+        def result(self, **kw):
+            summary = original(self, **kw)
             results.extend(self.after_results)
             return summary
 
