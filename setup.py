@@ -1,14 +1,16 @@
-"""The build steps pyproject.toml cannot declare: rlhealth's C extensions and its compiled
+"""The build steps pyproject.toml cannot declare: rlhealth's optional C extensions and its compiled
 signature database.
 
-All project metadata lives in pyproject.toml; this file only adds ``rlhealth._pyeval_compat``
-(see rlhealth/_pyeval_compat.c and rlhealth/durable_loader.py), ``rlhealth.probes._linescan``
-(the per-match work of the log scan, probes/_linescan.c, used by probes/scan.py),
-``rlhealth.probes.parse._fileread`` (a trial's file reads, probes/parse/_fileread.c, used by
-probes/parse/trials.py) and ``rlhealth.probes.parse._timestamps`` (log-line and ISO-8601
-timestamps, probes/parse/_timestamps.c, used by probes/parse/timestamps.py), built by a plain
-``pip install .`` (durable-rules needs a C compiler anyway). The last three have pure-Python
-equivalents used when they cannot be imported.
+All project metadata lives in pyproject.toml; this file only adds two C extensions, both optional
+(``Extension(..., optional=True)``: a build that cannot compile one says so and installs without
+it, and rlhealth runs as without it, giving the same JSON):
+
+- ``rlhealth.probes._linescan`` (the per-match work of the log scan, probes/_linescan.c, used by
+  probes/scan.py; without it, or with ``RLHEALTH_PURE_PYTHON=1`` at run time, the scan's Python
+  path runs);
+- ``rlhealth._pyeval_compat`` (exports ``PyEval_CallObject`` for a durable-rules built on Python
+  3.13 without its declaration, see rlhealth/_pyeval_compat.c and rlhealth/durable_loader.py;
+  unused when durable-rules was built with the README's ``CPPFLAGS``).
 
 The build also compiles the hyperscan database of the packaged signatures into the built
 ``rlhealth/rules/compiled/`` (``probes.scan.write_packaged_database``, run from the built tree),
@@ -60,9 +62,7 @@ class BuildWithDatabase(build_py):
 setup(
     cmdclass={"build_py": BuildWithDatabase},
     ext_modules=[
-        Extension("rlhealth._pyeval_compat", sources=["rlhealth/_pyeval_compat.c"]),
-        Extension("rlhealth.probes._linescan", sources=["probes/_linescan.c"]),
-        Extension("rlhealth.probes.parse._fileread", sources=["probes/parse/_fileread.c"]),
-        Extension("rlhealth.probes.parse._timestamps", sources=["probes/parse/_timestamps.c"]),
+        Extension("rlhealth._pyeval_compat", sources=["rlhealth/_pyeval_compat.c"], optional=True),
+        Extension("rlhealth.probes._linescan", sources=["probes/_linescan.c"], optional=True),
     ],
 )

@@ -19,10 +19,14 @@ import hyperscan
 
 from rlhealth.probes.textio import QUOTE_MAX_CHARS, clean_line
 
-try:
-    from rlhealth.probes import _linescan
-except ImportError:     # a build without the C extension: the Python implementation
-    _linescan = None
+PURE_PYTHON = os.environ.get("RLHEALTH_PURE_PYTHON", "") not in ("", "0")
+"""``RLHEALTH_PURE_PYTHON=1``: the C extension is not loaded (the Python implementation runs)."""
+_linescan = None
+if not PURE_PYTHON:
+    try:
+        from rlhealth.probes import _linescan
+    except ImportError:     # a build without the C extension: the Python implementation
+        _linescan = None
 
 LINE_ENGINE = "c" if _linescan is not None else "python"
 """Who turns a block's matches into matching lines: "c" (``rlhealth.probes._linescan``, no newline mask,

@@ -554,36 +554,16 @@ def _given(args):
         raise UsageError(f"dispatcher inputs: {exc}") from exc
 
 
-def _early_trials(bundle: Path):
-    """A trial reader started before the diagnosis is imported (``EarlyTrials``), when the
-    bundle has a ``trace_jobs/`` directory; else None."""
-    trace_root = Path(bundle) / "trace_jobs"
-    try:
-        if not trace_root.is_dir() or trace_root.is_symlink():
-            return None
-    except OSError:
-        return None
-    from rlhealth.probes.parse.trials import EarlyTrials
-
-    return EarlyTrials(trace_root)
-
-
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
     max_age_s = parse_duration(args.max_age, "--max-age")
-    early = _early_trials(bundle)       # forked first: before the compile thread below, and small
-    try:
-        given = _given(args)
-        from rlhealth.probes.patterns import prepare_packaged
+    given = _given(args)
+    from rlhealth.probes.patterns import prepare_packaged
 
-        prepare_packaged()      # compiles on another core while the diagnosis imports and loads its rules
-        from rlhealth.diagnose import diagnose
+    prepare_packaged()      # compiles on another core while the diagnosis imports and loads its rules
+    from rlhealth.diagnose import diagnose
 
-        report = diagnose(bundle, now=now, max_age_s=max_age_s, mode_override=args.mode,
-                          capture=getattr(args, "capture", None), given=given, with_plots=args.format == "html",
-                          early_trials=early)
-    finally:
-        if early is not None:
-            early.discard()
+    report = diagnose(bundle, now=now, max_age_s=max_age_s, mode_override=args.mode,
+                      capture=getattr(args, "capture", None), given=given, with_plots=args.format == "html")
     history = []
     if record_as is None and getattr(args, "record", False):
         record_as = "diagnose"

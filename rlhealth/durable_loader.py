@@ -15,7 +15,10 @@ that name is a header macro; 3.13 removed it, so on 3.13+:
   durable-rules at all unless the build is given the declaration: ``STRICT_COMPILER_BUILD_ENV``
   (an environment variable for ``pip install``; durable-rules' setup.py replaces ``CFLAGS``, so
   ``CPPFLAGS`` is the variable that reaches its compiler). An extension built that way calls
-  ``PyObject_CallObject`` directly and imports without the compatibility extension.
+  ``PyObject_CallObject`` directly and imports without the compatibility extension. The README's
+  set-up command carries it on every Python: up to 3.12 the headers' own ``PyEval_CallObject``
+  macro replaces it (a macro-redefinition warning), and ``_pyeval_compat.c`` undefines it first
+  (scripts/test-pythons builds durable-rules that way on each Python, once with clang).
 
 Contract: ``import_durable()`` returns ``(durable_rules_engine, durable.engine)`` or raises
 ``EngineUnavailable`` whose message is complete (Python version, cause, fix). Importing this module
@@ -57,9 +60,9 @@ def python_label() -> str:
 def fix_hint() -> str:
     """What the operator does about an unloadable durable-rules."""
     return (f"reinstall rlhealth into a fresh virtual environment of Python {SUPPORTED_PYTHONS} with a C "
-            f"compiler present (`pip install .`); on Python 3.13+ with gcc 14+, clang 15+ or Apple clang, "
-            f"where durable-rules fails to compile (implicit declaration of '{MISSING_SYMBOL}'), run "
-            f"`{STRICT_COMPILER_BUILD_ENV} pip install .`")
+            f"compiler present, as the README's set-up command does: `{STRICT_COMPILER_BUILD_ENV} pip install .` "
+            f"(the flag lets durable-rules compile on Python 3.13+ with gcc 14+, clang 15+ or Apple clang, which "
+            f"reject the implicit declaration of '{MISSING_SYMBOL}'; it is harmless elsewhere)")
 
 
 def needs_compat(exc: ImportError) -> bool:

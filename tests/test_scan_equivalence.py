@@ -3,7 +3,7 @@
 Fast path: ``Scanner.iter_blocks`` (memoryview blocks, seek instead of carry copies, matching
 lines from the C line engine or numpy newline positions), ``Extraction.scan`` (no ``LineHit`` for
 stats-only lines, read by ``_linescan.stats_line``; stats samples and their timestamps built only
-for the lines kept), trials (their files read by ``_fileread``) read in forked processes while the
+for the lines kept), trials read in forked processes while the
 logs are scanned, the forked reader then routing log files too (merged in file order; the cases of
 that merge are in tests/unit/test_parallel_scan.py). Straightforward path: the original block scanner below (carry + data, one
 ``bytes.count`` per match), ``Scanner.scan_file`` + ``Extraction.route`` for every line,
@@ -281,7 +281,7 @@ def test_reports_identical(bench_bundle, monkeypatch, block_bytes):
 
 
 def test_reports_identical_without_the_c_extensions(bench_bundle, monkeypatch):
-    """The fast path on a build without ``_linescan`` and ``_fileread`` (their Python forms)."""
+    """The fast path on a build without ``_linescan`` (its Python form)."""
     differ = []
     for name, cwd, bundle, now, mode in _cases(bench_bundle):
         monkeypatch.chdir(cwd)
@@ -291,7 +291,6 @@ def test_reports_identical_without_the_c_extensions(bench_bundle, monkeypatch):
         with monkeypatch.context() as m:
             _fast_path(m)
             m.setattr(scan_mod, "LINE_ENGINE", "python")
-            m.setattr(trials_mod, "FILE_READER", "python")
             got = _reports(bundle, now, mode)
         if got != expected:
             differ.append(name)

@@ -15,26 +15,15 @@ Yearless forms take their year from a reference time (the bundle's capture or sy
 move back one year if that would put them more than a day in the future. ``dmesg`` without
 ``-T`` prints seconds since boot (``[ 1843.308145]``): that is no wall-clock time, so None.
 
-``line_timestamp`` and ``parse_iso`` run in C (``rlhealth.probes.parse._timestamps``) for what it
-handles (ASCII lines; the strict ISO shapes) and call the Python definitions below for the rest;
-both give the same floats bit for bit (tests/unit/test_timestamps_c.py).
+``parse_iso`` is ``datetime.fromisoformat``, with the log-line form above for what it refuses
+(torchelastic's ``_`` separator, a comma fraction). This module is the only timestamp parser
+(tests/unit/test_timestamps.py pins its results).
 """
 from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
 from functools import lru_cache
-
-try:
-    from rlhealth.probes.parse import _timestamps
-except ImportError:     # a build without the C extension: the Python definitions below
-    _timestamps = None
-
-TIMESTAMP_ENGINE = "c" if _timestamps is not None else "python"
-"""Who parses timestamps, fixed at import (``line_timestamp``/``parse_iso`` are bound to it): "c"
-(``rlhealth.probes.parse._timestamps``, which calls the Python definitions for what it does not
-handle) or "python" (``_line_timestamp_python``, ``_parse_iso_python``); same results
-(tests/unit/test_timestamps_c.py)."""
 
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T_](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?")
 _VLLM = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})")
@@ -100,7 +89,7 @@ def _yearless(mo: int, d: int, hh: int, mi: int, ss: int, reference_epoch: float
     return t
 
 
-def _line_timestamp_python(text: str, reference_epoch: float | None) -> float | None:
+def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
     """Epoch seconds of the timestamp of ``text`` (naive times are UTC); forms: module docstring."""
     m = _DMESG_T.match(text)
     if m:
@@ -135,7 +124,7 @@ def _line_timestamp_python(text: str, reference_epoch: float | None) -> float | 
     return None
 
 
-def _parse_iso_python(text: str | None) -> float | None:
+def parse_iso(text: str | None) -> float | None:
     """Epoch seconds of an ISO-8601 string (``Z``/offset/naive-as-UTC); None if unparseable."""
     if not text or not isinstance(text, str):
         return None
@@ -149,15 +138,6 @@ def _parse_iso_python(text: str | None) -> float | None:
     if t.tzinfo is None:
         t = t.replace(tzinfo=timezone.utc)
     return t.timestamp()
-
-
-if _timestamps is not None:
-    _timestamps.set_fallback(_line_timestamp_python, _parse_iso_python)
-    line_timestamp = _timestamps.line_timestamp_with_fallback
-    parse_iso = _timestamps.parse_iso_with_fallback
-else:
-    line_timestamp = _line_timestamp_python
-    parse_iso = _parse_iso_python
 
 
 def iso(epoch: float | None) -> str | None:

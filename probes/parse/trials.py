@@ -37,17 +37,7 @@ import orjson
 
 from rlhealth.packaged import packaged_yaml
 
-try:
-    from rlhealth.probes.parse._fileread import read_file as _native_read, result_fields as _native_fields
-except ImportError:     # a build without the C extension: os.open/os.read and the Python field walk below
-    _native_read = _native_fields = None
-
-FILE_READER = "c" if _native_read is not None else "python"
-"""Who reads a trial's files and takes the fields of its result.json: "c" (``rlhealth.probes.parse._fileread``:
-open, fstat, read, close in one call; ``result_fields``) or "python" (``_open_file`` + ``_read_fd``; the body
-of ``_from_result``); same bytes, same errors (tests/unit/test_fileread.py), same fields
-(tests/unit/test_trial_fields.py)."""
-from rlhealth.probes.parse.timestamps import TIMESTAMP_ENGINE, parse_iso
+from rlhealth.probes.parse.timestamps import parse_iso
 
 RESULT_FULL_READ_BYTES = 16 * 1024 * 1024
 RESULT_EDGE_BYTES = 1024 * 1024
@@ -123,11 +113,6 @@ def _read_fd(fd: int, first: int, limit: int) -> bytes:
 
 def _read_file(path: bytes, limit: int) -> bytes | None:
     """At most ``limit`` bytes of a file; None if it does not exist; OSError if unreadable."""
-    if FILE_READER == "c":
-        got = _native_read(path, sys.maxsize, limit)
-        if type(got) is int:
-            raise NotRegularFile()
-        return got
     opened = _open_file(path)
     if opened is None:
         return None
@@ -185,8 +170,7 @@ class TrialRead:
 
 
 def _aware(text: str) -> bool:
-    """An ISO-8601 time naming its offset (``Z`` or ``+``/``-`` after the time of day);
-    ``_fileread.c`` ``aware`` is the same test."""
+    """An ISO-8601 time naming its offset (``Z`` or ``+``/``-`` after the time of day)."""
     tail = text[11:]
     return "Z" in tail or "z" in tail or "+" in tail or "-" in tail
 
@@ -231,33 +215,16 @@ def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | 
     """Parsed JSON (files up to RESULT_FULL_READ_BYTES) or raw head+tail bytes (larger files), or
     a problem string; None when there is no result.json (the trial has not completed)."""
     try:
-        if FILE_READER == "c":
-            got = _native_read(path, RESULT_FULL_READ_BYTES, RESULT_FULL_READ_BYTES + RESULT_EDGE_BYTES)
-            if got is None:
-                return None
-            if type(got) is int:
-                if got < 0:
-                    raise NotRegularFile()
-                opened = _open_file(path)       # larger than RESULT_FULL_READ_BYTES: head and tail
-                if opened is None:
-                    return None
-                fd, size = opened
-                try:
-                    return _head_and_tail(fd, size)
-                finally:
-                    os.close(fd)
-            data = got
-        else:
-            opened = _open_file(path)
-            if opened is None:
-                return None
-            fd, size = opened
-            try:
-                if size > RESULT_FULL_READ_BYTES:
-                    return _head_and_tail(fd, size)
-                data = _read_fd(fd, size + 1, RESULT_FULL_READ_BYTES + RESULT_EDGE_BYTES)
-            finally:
-                os.close(fd)
+        opened = _open_file(path)
+        if opened is None:
+            return None
+        fd, size = opened
+        try:
+            if size > RESULT_FULL_READ_BYTES:
+                return _head_and_tail(fd, size)
+            data = _read_fd(fd, size + 1, RESULT_FULL_READ_BYTES + RESULT_EDGE_BYTES)
+        finally:
+            os.close(fd)
     except OSError as exc:
         return None, None, f"unreadable ({exc.strerror or exc})"
     if not data or data.isspace():
@@ -369,9 +336,8 @@ def load_used_members(buf: bytes) -> Any:
     return obj
 
 
-_parse_iso_recent = parse_iso if TIMESTAMP_ENGINE == "c" else functools.lru_cache(maxsize=16)(parse_iso)
-"""A trial's phase boundaries repeat (one phase ends when the next starts): the Python parser is
-cached; the C one parses faster than a cache lookup."""
+_parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
+"""A trial's phase boundaries repeat (one phase ends when the next starts): parsed once each."""
 
 
 def _stop_reason_groups(fields: tuple[tuple[str, ...], ...]) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
@@ -408,12 +374,6 @@ def _stop_reason(obj: dict) -> str | None:
 
 def _from_result(read: TrialRead, obj: dict) -> None:
     """Fill a fresh ``read`` from a parsed result.json (its fields still at their defaults)."""
-    if FILE_READER == "c":
-        fields = _native_fields(obj, PHASES, _STOP_REASON_GROUPS, STOP_REASON_MAX_CHARS, _parse_iso_recent)
-        if fields is not None:          # None: ``obj`` is not a plain dict (the walk below)
-            read.reward, read.exception, read.turns, read.stop_reason, read.phases, read.started_at = fields
-            _wall_clock(read, obj, _parse_iso_recent)
-            return
     # each field's path written out (a missing member or a non-object on the way: None); the
     # members shared by several fields are looked up once
     get = obj.get
@@ -471,18 +431,11 @@ def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRe
     if found is None:
         return TrialRead(name=name, completed=False, started_at=_config_time(base + b"config.json"))
     obj, raw, problem = found
-    fields = _native_fields(obj, PHASES, _STOP_REASON_GROUPS, STOP_REASON_MAX_CHARS, _parse_iso_recent) \
-        if obj is not None and FILE_READER == "c" else None
-    if fields is not None:          # ``_from_result``'s C engine, its fields passed positionally (faster)
-        reward, exception, turns, stop_reason, phases, started_at = fields
-        read = TrialRead(name, True, reward, exception, turns, phases, started_at, problem, None, stop_reason)
-        _wall_clock(read, obj, _parse_iso_recent)
-    else:
-        read = TrialRead(name=name, completed=True, problem=problem)
-        if obj is not None:
-            _from_result(read, obj)
-        elif raw is not None:
-            _from_raw(read, raw)
+    read = TrialRead(name=name, completed=True, problem=problem)
+    if obj is not None:
+        _from_result(read, obj)
+    elif raw is not None:
+        _from_raw(read, raw)
     exc_txt = base + b"exception.txt"
     if read.exception is None or read.exception in GENERIC_EXCEPTIONS:
         try:
@@ -931,131 +884,6 @@ def _chunk_tokens(count: int) -> int:
     return read_end
 
 
-def _claim(tokens: int) -> int | None:
-    token = os.read(tokens, 4)
-    return int.from_bytes(token, "little") if len(token) == 4 else None
-
-
-def _early_tally(params: Any, aliases: dict[str, str] | None,
-                 pending: list[tuple[int, list[TrialRead]]]) -> TrialTally | None:
-    """The tally of the chunks read so far, once the caller sent ``(since, sample_size,
-    aliases)``; None when its aliases are not the ones the reads used (the caller rereads)."""
-    since, sample_size, expected = params
-    if aliases is None or expected != aliases:
-        return None
-    tally = TrialTally(since, sample_size)
-    for chunk, reads in pending:
-        for read in reads:
-            tally.add(read)
-        tally.seal(chunk)
-    pending.clear()
-    return tally
-
-
-def _early_child(send, params, root: bytes, chunks: list[bytes], tokens: int) -> None:
-    """The early reader (``EarlyTrials``): claim and read chunks from the first moment; keep the
-    reads of each chunk until the caller's tally parameters arrive (polled between chunks), then
-    tally as it reads. Sends ``(tally or None, None)`` once, as ``_reader_child`` does; exits
-    without sending when the caller closes ``params`` unsent (it adopted no early reader)."""
-    try:
-        try:
-            aliases: dict[str, str] | None = dict(packaged_yaml("trial_exceptions.yaml").get("message_aliases") or {})
-        except Exception:  # noqa: BLE001 - the caller reads every trial again in-process
-            aliases = None
-        pending: list[tuple[int, list[TrialRead]]] = []
-        tally: TrialTally | None = None
-        failed = aliases is None
-        while not failed and (chunk := _claim(tokens)) is not None:
-            reads = [read_trial(root, name, aliases) for name in chunks[chunk].split(b"\0")]
-            if tally is None and params.poll():
-                tally = _early_tally(params.recv(), aliases, pending)
-                failed = tally is None
-            if tally is None:
-                pending.append((chunk, reads))
-                continue
-            for read in reads:
-                tally.add(read)
-            tally.seal(chunk)
-        if tally is None and not failed:
-            tally = _early_tally(params.recv(), aliases, pending)      # EOFError: nothing to send
-        send.send((tally, None))
-    except BaseException:  # noqa: BLE001 - the caller rereads whatever this reader claimed
-        pass
-    finally:
-        send.close()
-
-
-class EarlyTrials:
-    """A trial reader forked at the start of a command, before the command imports what a
-    diagnosis needs (about 0.15 s in which the reader already reads trials), for a later
-    ``BackgroundSummary(..., early=...)`` of the same ``trace_root`` to adopt as one of its
-    readers. A tally needs ``since`` and the sample size, known only once the bundle's capture is
-    read: the reader keeps the reads of the chunks it took until the adopter sends them (a few
-    thousand small records: what one reader reads in that time). ``discard()`` ends a reader no
-    summary adopted; it is a no-op after adoption. ``started`` says whether a reader runs (the
-    same conditions as ``BackgroundSummary``'s readers: Linux, no other thread, two CPUs or
-    more, PROCESS_MIN_TRIALS directories)."""
-
-    def __init__(self, trace_root: Path):
-        self.trace_root = Path(trace_root)
-        self.chunks = list_trials(self.trace_root)
-        self.tokens: int | None = None
-        self._reader: tuple[Any, Any] | None = None
-        self._params = None
-        if _cpus() < 2 or not _may_fork() or _chunk_size(self.chunks) < PROCESS_MIN_TRIALS:
-            return
-        read_end = _chunk_tokens(len(self.chunks))
-        ctx = multiprocessing.get_context("fork")
-        recv, send = ctx.Pipe(duplex=False)
-        params_recv, params_send = ctx.Pipe(duplex=False)
-        gc.freeze()
-        try:
-            proc = ctx.Process(target=_early_child, name="rlhealth-trials-early", daemon=True,
-                               args=(send, params_recv, os.fsencode(self.trace_root), self.chunks, read_end))
-            proc.start()
-        except (OSError, ValueError, AssertionError):
-            for end in (recv, send, params_recv, params_send):
-                end.close()
-            os.close(read_end)
-            return
-        finally:
-            gc.unfreeze()
-        send.close()
-        params_recv.close()
-        self.tokens, self._reader, self._params = read_end, (proc, recv), params_send
-
-    @property
-    def started(self) -> bool:
-        return self._reader is not None
-
-    def adopt(self, since: float | None, sample_size: int, aliases: dict[str, str]) -> tuple[Any, Any]:
-        """Send the tally parameters; returns ``(process, result pipe)`` for the adopter to
-        receive from and join, as its own readers. The adopter owns ``tokens`` from now on."""
-        reader, params = self._reader, self._params
-        self._reader = self._params = None
-        try:
-            params.send((since, sample_size, dict(aliases)))
-        except (OSError, ValueError):
-            pass            # a reader that died: its result pipe gives EOF, the adopter rereads
-        finally:
-            params.close()
-        return reader
-
-    def discard(self) -> None:
-        """End a reader no summary adopted (it is killed: what it read is not wanted)."""
-        if self._reader is None:
-            return
-        proc, recv = self._reader
-        self._reader = None
-        self._params.close()
-        self._params = None
-        recv.close()
-        os.close(self.tokens)
-        self.tokens = None
-        proc.terminate()
-        proc.join()
-
-
 class BackgroundSummary:
     """Trial summary read by forked processes while the caller scans the logs.
 
@@ -1073,8 +901,7 @@ class BackgroundSummary:
     """
 
     def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
-                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None,
-                 early: EarlyTrials | None = None):
+                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None):
         self._trace_root = trace_root
         self._root = os.fsencode(trace_root)
         self._aliases = aliases
@@ -1088,18 +915,10 @@ class BackgroundSummary:
         """Told (chunks read here, chunks in all) after each chunk this process reads (``result``)."""
         procs = min(workers, _cpus())
         forks = procs - 1
-        if early is not None and early.started and early.trace_root == Path(trace_root) and forks >= 1:
-            # the early reader is one of the readers; another is forked only for ``after``
-            self._chunks, self._tokens = early.chunks, early.tokens
-            self._readers.append(early.adopt(since, sample_size, aliases))
-            forks -= 0 if after is not None else 1
-        else:
-            self._chunks = list_trials(trace_root)
-            if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
-                return
-            self._tokens = _chunk_tokens(len(self._chunks))
-        if forks < 1 or not _may_fork():
+        self._chunks = list_trials(trace_root)
+        if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
             return
+        self._tokens = _chunk_tokens(len(self._chunks))
         ctx = multiprocessing.get_context("fork")
         gc.freeze()          # the readers never touch the caller's objects for garbage collection
         try:

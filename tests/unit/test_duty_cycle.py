@@ -2,7 +2,7 @@
 
 Mirrors MarinSkyRL ``infra/tests/test_parse_skyrl_metrics.py`` (facts, not code): every test names
 the peer test it mirrors. Our fixtures are result.json files written here and read by the real
-trial reader (both file-reading engines), then summarised by the trial observer.
+trial reader, then summarised by the trial observer.
 """
 from __future__ import annotations
 
@@ -37,12 +37,6 @@ def _trial(root: Path, name: str, wall: float | None, phases: dict[str, tuple[fl
     (root / name / "result.json").write_text(json.dumps(doc))
 
 
-@pytest.fixture(params=["c", "python"])
-def engine(request, monkeypatch):
-    monkeypatch.setattr(T, "FILE_READER", request.param)
-    return request.param
-
-
 def _summary(root: Path):
     return T.summarize_trials(root, {}, 0, workers=1)
 
@@ -52,7 +46,7 @@ def _row(d: dict, name: str) -> dict:
     return row
 
 
-def test_shares_are_taken_against_the_trial_wall_clock(tmp_path, engine):
+def test_shares_are_taken_against_the_trial_wall_clock(tmp_path):
     """Mirrors test_trial_phase_shares_are_taken_against_trial_wall_clock and the duty-cycle half
     of test_report_publishes_the_trial_phase_breakdown."""
     _trial(tmp_path, "t1", 200, {"environment_setup": (0, 100), "agent_setup": (100, 120),
@@ -67,7 +61,7 @@ def test_shares_are_taken_against_the_trial_wall_clock(tmp_path, engine):
     assert sum(r["share_of_trial"] for r in d["phases"]) == pytest.approx(1.0)
 
 
-def test_unfinished_trials_are_excluded_from_shares_and_counted(tmp_path, engine):
+def test_unfinished_trials_are_excluded_from_shares_and_counted(tmp_path):
     """Mirrors test_shares_skip_trials_that_never_recorded_their_own_finish."""
     _trial(tmp_path, "t1", 200, {"environment_setup": (0, 100), "agent_setup": (100, 120),
                                  "agent_execution": (120, 180), "verifier": (180, 190)})
@@ -80,7 +74,7 @@ def test_unfinished_trials_are_excluded_from_shares_and_counted(tmp_path, engine
     assert _row(d, "unattributed")["share_of_trial"] == pytest.approx(0.05)
 
 
-def test_a_trial_recording_only_some_phases_keeps_them(tmp_path, engine):
+def test_a_trial_recording_only_some_phases_keeps_them(tmp_path):
     """Mirrors test_multi_step_trial_still_reports_the_phases_it_records."""
     _trial(tmp_path, "t1", 300, {"environment_setup": (0, 90), "agent_setup": (90, 120)})
     d = duty_cycle(_summary(tmp_path))
@@ -88,7 +82,7 @@ def test_a_trial_recording_only_some_phases_keeps_them(tmp_path, engine):
     assert _row(d, "unattributed")["share_of_trial"] == pytest.approx(0.6)
 
 
-def test_no_shares_without_a_wall_clock(tmp_path, engine):
+def test_no_shares_without_a_wall_clock(tmp_path):
     """Mirrors test_phases_are_still_reported_when_the_trial_wall_clock_is_missing."""
     _trial(tmp_path, "t1", None, {"environment_setup": (0, 90), "agent_setup": (90, 120)})
     d = duty_cycle(_summary(tmp_path))
@@ -98,7 +92,7 @@ def test_no_shares_without_a_wall_clock(tmp_path, engine):
     assert d["share"] == {}
 
 
-def test_overlapping_phases_report_the_excess_without_a_share(tmp_path, engine):
+def test_overlapping_phases_report_the_excess_without_a_share(tmp_path):
     """Mirrors test_phases_that_overlap_report_the_excess_instead_of_a_negative_share."""
     _trial(tmp_path, "t1", 100, {"environment_setup": (0, 80), "agent_setup": (0, 40),
                                  "agent_execution": (10, 40), "verifier": (40, 45)})
@@ -112,7 +106,7 @@ def test_overlapping_phases_report_the_excess_without_a_share(tmp_path, engine):
     pytest.param({}, id="phase-absent"),
     pytest.param({"environment_setup": None}, id="phase-null"),
 ])
-def test_unusable_phase_leaves_only_that_phase_untimed(tmp_path, engine, field):
+def test_unusable_phase_leaves_only_that_phase_untimed(tmp_path, field):
     """Mirrors test_unusable_phase_timing_leaves_the_duration_empty (absent, null)."""
     _trial(tmp_path, "t1", 200, {"agent_execution": (99, 132), **field})
     s = _summary(tmp_path)
@@ -120,7 +114,7 @@ def test_unusable_phase_leaves_only_that_phase_untimed(tmp_path, engine, field):
     assert list(s.phases["agent_execution"]) == [33.0]
 
 
-def test_phase_spelling_utc_both_ways_is_measured(tmp_path, engine):
+def test_phase_spelling_utc_both_ways_is_measured(tmp_path):
     """Mirrors test_a_phase_that_spells_utc_both_ways_is_still_measured."""
     doc = {"started_at": "2027-03-04T05:00:00Z", "finished_at": "2027-03-04T05:01:00+00:00",
            "environment_setup": {"started_at": "2027-03-04T05:00:00Z", "finished_at": "2027-03-04T05:01:00+00:00"}}
@@ -131,7 +125,7 @@ def test_phase_spelling_utc_both_ways_is_measured(tmp_path, engine):
     assert s.wall == (1, 0, 0) and s.wall_s == pytest.approx(60.0)
 
 
-def test_naive_time_paired_with_an_aware_one_is_untimed(tmp_path, engine):
+def test_naive_time_paired_with_an_aware_one_is_untimed(tmp_path):
     """Mirrors test_unusable_timing_block_has_no_duration[mixed-naive-aware]: the naive time is
     not read as UTC, for a phase and for the trial's own wall clock."""
     doc = {"started_at": "2027-03-04T05:00:00", "finished_at": "2027-03-04T05:01:00+00:00",
@@ -147,14 +141,14 @@ def test_naive_time_paired_with_an_aware_one_is_untimed(tmp_path, engine):
     assert d["trials_untimed"] == 1 and d["share"] == {}
 
 
-def test_unparseable_trial_finish_is_untimed_not_unfinished(tmp_path, engine):
+def test_unparseable_trial_finish_is_untimed_not_unfinished(tmp_path):
     """Mirrors test_unusable_phase_timing_leaves_the_duration_empty[phase-unparseable-timestamp]
     for the trial's own wall clock."""
     _trial(tmp_path, "t1", None, {"environment_setup": (0, 50)}, finished_at="just after lunch")
     assert _summary(tmp_path).wall == (0, 0, 1)
 
 
-def test_wall_clock_sums_are_order_free_across_readers(tmp_path, engine):
+def test_wall_clock_sums_are_order_free_across_readers(tmp_path):
     """Several readers (forked) give the same sums as one."""
     for i in range(40):
         _trial(tmp_path, f"t{i:02d}", 100 + i, {"environment_setup": (0, 10 + i % 7)})
