@@ -431,6 +431,27 @@ def severity_records_healthy(b_root):
 
 
 @incident
+def ray_metrics_exporter_unreachable(b_root):
+    t = at(120.1)
+    now = healthy_agentic_plus(b_root, [
+        "(raylet) [" + t.strftime("%Y-%m-%d %H:%M:%S") + ",113 E 522139 522139] (raylet) main.cc:1032: Failed to establish "
+        "connection to the metrics exporter agent. Metrics will not be exported. Exporter agent status: RpcError: Running "
+        "out of retries to initialize the metrics agent. rpc_code: 14",
+        '(RegistryActor pid=1683939) {"asctime":"' + t.strftime("%Y-%m-%d %H:%M:%S") + ',310","levelname":"E","message":'
+        '"Failed to establish connection to the metrics exporter agent. Metrics will not be exported. Exporter agent '
+        'status: RpcError: Running out of retries to initialize the metrics agent. rpc_code: 14","filename":'
+        '"core_worker_process.cc","lineno":825}'])
+    return dict(now=now, **HEALTHY_SHAPE, fired=["liveness.progressing"],
+                not_fired=["liveness.hang_signature", "liveness.fatal_signature", "liveness.unhandled_unnamed_error",
+                           "verdict.kill_hard_failure"],
+                signatures=["benign_ray_metrics_exporter"],
+                description="Healthy agentic run whose raylet and a core worker log, right after the newest step, that the "
+                            "metrics exporter agent is unreachable (Ray 2.5x, at error severity): metrics are not exported, "
+                            "the job runs on; the generic raylet-connection hang wording inside it is suppressed (its "
+                            "failing twin: misc-fatal-signatures, a raylet that cannot reach the raylet).")
+
+
+@incident
 def undated_watchdog_extra_log(b_root):
     now = healthy_agentic_plus(b_root, extra={"pod_logs/iris-alice-rl-qwen8b-tb-0-1a2b3c-0-nccl-debug.log": [
         "[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives."]})
