@@ -28,8 +28,19 @@ def report_schema() -> dict[str, Any]:
     return {"$schema": DIALECT, "$id": SCHEMA_ID, "title": "rlhealth diagnosis report", **schema}
 
 
-GENERATED: dict[str, Callable[[], dict[str, Any]]] = {"report": report_schema}
-"""Shipped schema name -> its generator. The audit record's schema (``audit``) is still written by hand."""
+def audit_schema() -> dict[str, Any]:
+    """``rlhealth.audit/v1``: ``rlhealth.audit.record.AuditDocument`` (the audit's completion record,
+    and the run and ``error`` when the audit could not complete)."""
+    from rlhealth.audit.record import SCHEMA, AuditDocument
+
+    schema = AuditDocument.model_json_schema(by_alias=True, mode="serialization")
+    schema.pop("title", None)
+    return {"$schema": DIALECT, "$id": "https://rlhealth/schema/audit.schema.json",
+            "title": f"rlhealth audit completion record ({SCHEMA})", **schema}
+
+
+GENERATED: dict[str, Callable[[], dict[str, Any]]] = {"audit": audit_schema, "report": report_schema}
+"""Shipped schema name -> its generator."""
 
 
 def render(schema: dict[str, Any]) -> str:
