@@ -5,7 +5,8 @@ classifies the run from its resolved configuration, establishes the terminal sta
 the evidence chain, validates every saved checkpoint and export, applies a declared selection
 policy (``rlhealth.audit.policy``), optionally verifies a downloaded published model, and prints
 the completion record (Markdown via ``reports/templates/audit.md.j2``, or JSON
-``rlhealth.audit/v1`` per ``rlhealth/schema/audit.schema.json``). It writes nothing: every read is
+``rlhealth.audit/v1``: the models of ``rlhealth.audit.record``, whose JSON Schema
+``rlhealth/schema/audit.schema.json`` is generated). It writes nothing: every read is
 confined to the given directories (``rlhealth.audit.safefs``).
 
 Exit codes:
