@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse.timestamps import parse_iso
 import rlhealth.audit.config as C
@@ -601,6 +599,14 @@ def export_provenance_section(saved: Saved, selection: R.Selection) -> R.ExportP
     return R.ExportProvenance(**H.export_provenance(prov_export, ck_by_step, saved.latest)) if prov_export else None
 
 
+def trials_found(ev: Evidence) -> dict:
+    """The trace_jobs/ trial directories (bundle and run); a standard run that has some is a problem."""
+    trials = ev.a.trials()
+    if ev.mode == "standard" and trials["trials"]:
+        ev.a.problem("warning", "mode-disagreement", "configuration has no agent harness but trace_jobs/ trial directories exist")
+    return trials
+
+
 def manifest_roots(a: Audit) -> list[tuple[Root, Path]]:
     return [(r, r.path) for r in (a.export, a.run) if r is not None]
 
@@ -699,7 +705,7 @@ def campaign_problems(ev: Evidence, publication: R.Publication | None) -> None:
                   + ", ".join(campaign.reclaimed)[:300])
 
 
-def inventory_section(ev: Evidence, saved: Saved, window: R.MetricWindow | None, trials: dict, mirror: R.MonitorMirror | None,
+def inventory_section(ev: Evidence, saved: Saved, trials: dict, mirror: R.MonitorMirror | None,
                       trace_export: R.TraceExport) -> list[R.InventoryItem]:
     """The evidence chain the runbook requires, item by item; a required item absent is a problem."""
     a, facts, metrics, cfg, ctrl, mode = ev.a, ev.facts, ev.metrics, ev.cfg, ev.ctrl, ev.mode
@@ -845,15 +851,13 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
     selection = selection_section(ev, saved, window, attempt_dicts)
     brk = behavioral_break_section(ev, saved, attempt_dicts, break_step, break_time, diagnosis)
     provenance = export_provenance_section(saved, selection)
-    trials = a.trials()
-    if ev.mode == "standard" and trials["trials"]:
-        a.problem("warning", "mode-disagreement", "configuration has no agent harness but trace_jobs/ trial directories exist")
+    trials = trials_found(ev)
     publication = publication_section(ev)
     rebuild = trace_rebuild_section(ev)
     trace_export = trace_export_section(ev, publication, rebuild)
     mirror = monitor_mirror_section(ev)
     campaign_problems(ev, publication)
-    inventory = inventory_section(ev, saved, window, trials, mirror, trace_export)
+    inventory = inventory_section(ev, saved, trials, mirror, trace_export)
     resume = resume_safety_section(ev, saved, ts)
     preserved = preserved_locations_section(ev, saved, trials, mirror, run, bundle, published, trace_root)
     file_access_problems(a)
@@ -869,10 +873,7 @@ def build_record(run: Path, bundle: Path | None, export_dir: Path | None, publis
         trace_export=trace_export, preserved_locations=preserved, resume_safety=resume, problems=problems,
         remaining_work=remaining, behavioral_break=brk, export_provenance=provenance, trace_rebuild=rebuild,
         monitor_mirror=mirror, campaign=campaign_section(campaign))
-    draft = {R.AuditRecord.model_fields[k].alias or k: R.dump(v) if isinstance(v, BaseModel) else
-             [R.dump(x) if isinstance(x, BaseModel) else x for x in v] if isinstance(v, list) else v
-             for k, v in sections.items()}
-    steps = H.preservation_steps(draft, campaign, R.dump(rebuild) if rebuild else None) if ev.mode == "agentic" else []
-    draft["preservation_steps"] = steps
-    fields = H.completion_fields(draft, campaign, R.dump(rebuild) if rebuild else None, steps)
+    draft = R.dump(R.AuditRecord(**sections, preservation_steps=[], completion_record=[]))    # what the hand-off reads
+    steps = H.preservation_steps(draft, campaign, draft["trace_rebuild"]) if ev.mode == "agentic" else []
+    fields = H.completion_fields(draft, campaign, draft["trace_rebuild"], steps)
     return R.dump(R.AuditRecord(**sections, preservation_steps=steps, completion_record=fields))
