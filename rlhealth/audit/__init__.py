@@ -45,11 +45,11 @@ def render_markdown(record: dict) -> str:
 
 
 def internal_failure_record(args, now: datetime, message: str) -> dict:
-    from rlhealth.audit.core import SCHEMA
+    from rlhealth.audit.record import SCHEMA, RunSection, dump
     from rlhealth.redact import redact
 
-    return {"schema": SCHEMA, "evaluated_at": now.isoformat().replace("+00:00", "Z"),
-            "run": {"path": str(getattr(args, "run", "")), "bundle": None, "export_dir": None, "published_dir": None, "job_id": None},
+    run = RunSection(path=str(getattr(args, "run", "")), bundle=None, export_dir=None, published_dir=None, job_id=None)
+    return {"schema": SCHEMA, "evaluated_at": now.isoformat().replace("+00:00", "Z"), "run": dump(run),
             "status": "internal-failure", "error": redact(message)}
 
 
