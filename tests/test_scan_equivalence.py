@@ -210,13 +210,13 @@ def _reference_path(monkeypatch, block_bytes=None):
     class Sync:
         forked = False
 
-        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None, early=None):
+        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None):
             self.args = (trace_root, aliases, sample_size, since)
 
-        def result(self, *, outputs=True):
+        def result(self, on_chunk=None, *, outputs=True):
             trace_root, aliases, sample_size, since = self.args
             self.summary = trials_mod.BackgroundSummary(trace_root, aliases, sample_size, workers=1, since=since)
-            return self.summary.result(outputs=outputs)
+            return self.summary.result(on_chunk, outputs=outputs)
 
         def read_outputs(self, summary, select=None):
             self.summary.read_outputs(summary, select)

@@ -115,9 +115,10 @@ def as_key(value: Any) -> Any:
 def as_count(value: Any, default: int | None = 0) -> int | None:
     """A count from JSON evidence (``probes.parse.read_count``: an int, a finite float truncated or
     a string of digits, of at most ``MAX_COUNT_DIGITS`` digits); anything else (garbled or hostile:
-    "abc", 1e999, NaN, true, thousands of digits) is ``default``, never an exception."""
+    "abc", 1e999, NaN, true, thousands of digits, a negative number) is ``default``, never an
+    exception."""
     got = read_count(value)
-    return default if got is None else got
+    return default if got is None or got < 0 else got
 
 
 def rounded(value: float | None, digits: int = 1) -> float | None:

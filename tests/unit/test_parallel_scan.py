@@ -142,10 +142,10 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
                     share[index] = work.scan_one(index)
                 self.after_results = [pickle.loads(pickle.dumps(share))]
 
-        def result(self, *, outputs=True):
+        def result(self, on_chunk=None, *, outputs=True):
             trace_root, aliases, sample_size, since = self.args
             self.summary = trials_mod.BackgroundSummary(trace_root, aliases, sample_size, workers=1, since=since)
-            return self.summary.result(outputs=outputs)
+            return self.summary.result(on_chunk, outputs=outputs)
 
         def read_outputs(self, summary, select=None):
             self.summary.read_outputs(summary, select)
