@@ -73,6 +73,8 @@ def to_ere(regex: str, caseless: bool = False) -> str:
                 out.append("\\" + e)
             elif e == "n":
                 out.append("^")               # grep matches one line at a time: a newline is a line start
+            elif e == "r":
+                out.append("\r")             # a literal carriage return
             elif e.isalnum():
                 raise ValueError(f"unsupported escape \\{e} in {regex!r}")
             elif e in ".[]()*+?{}|^$\\/":
