@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from array import array
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from rlhealth.catalog import Catalog
 from rlhealth.facts import Evidence, Fact, Occurrence
 from rlhealth.probes.bundle import BundleRead
 from rlhealth.probes.parse import read_count
-from rlhealth.probes.textio import quote
+from rlhealth.probes.textio import clean_line, quote
 
 
 @dataclass
@@ -127,3 +128,30 @@ def rounded(value: float | None, digits: int = 1) -> float | None:
 
 def capture_rel(read: BundleRead) -> str:
     return read.capture_dir.relative_to(read.root).as_posix() if read.capture_dir else ""
+
+
+CONFIG_FILE_MAX_BYTES = 4 * 1024 * 1024
+"""Configuration files larger than this are not searched line by line (a garbled or hostile file)."""
+
+
+def locate(obs: Observation, pattern: re.Pattern) -> tuple[str, int, str, re.Match] | None:
+    """The first line of the capture's job.json / pods.json, else manifest.json, that ``pattern``
+    matches: (bundle-relative file, 1-based line, the line, the match); None when none does."""
+    read = obs.read
+    paths = []
+    if read.capture_dir is not None:
+        paths += [read.capture_dir / "job.json", read.capture_dir / "pods.json"]
+    paths.append(read.root / "manifest.json")
+    for path in paths:
+        try:
+            if not path.is_file() or path.stat().st_size > CONFIG_FILE_MAX_BYTES:
+                continue
+            with path.open("rb") as fh:
+                for lineno, raw in enumerate(fh, start=1):
+                    text = clean_line(raw)
+                    m = pattern.search(text)
+                    if m:
+                        return path.relative_to(read.root).as_posix(), lineno, text, m
+        except OSError:
+            continue
+    return None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from rlhealth.facts import EngineGpusMeasured, EngineMeasured, EnginesConfigured, EnginesMeasured, Evidence, ThroughputMeasured
-from rlhealth.observers.base import Observation, as_dict, as_key, capture_rel, median, quantile, rounded
+from rlhealth.observers.base import Observation, as_dict, as_key, capture_rel, locate, median, quantile, rounded
 from rlhealth.probes.backends import bundle_log_is_current_leg
 from rlhealth.probes.bundle import BundleRead, _current_attempt_start, _slurm_leg
 from rlhealth.probes.parse.timestamps import iso
@@ -24,7 +24,6 @@ RAY_WORKER_FILE_RE = re.compile(r"^worker-[0-9a-f]+-[0-9a-f]+-(\d+)\.(?:out|err)
 # marin-artifacts §2.3): the folded engines' stats lines are not in that stream
 RAY_DEDUP_RE = re.compile(r"\[repeated \d+x across cluster\]")
 SETTING_RE = r"num_inference_engines[\"'\\]*\s*[=:]\s*[\"'\\]*{value}\b"
-CONFIG_FILE_MAX_BYTES = 4 * 1024 * 1024
 
 
 def stats_text(sample) -> str:
@@ -260,25 +259,11 @@ def configured_engines(obs: Observation) -> EnginesConfigured | None:
     if not expected:
         return None
     read = obs.read
-    pattern = re.compile(SETTING_RE.format(value=int(expected)))
-    candidates = []
-    if read.capture_dir is not None:
-        candidates += [read.capture_dir / "job.json", read.capture_dir / "pods.json"]
-    candidates.append(read.root / "manifest.json")
-    for path in candidates:
-        try:
-            if not path.is_file() or path.stat().st_size > CONFIG_FILE_MAX_BYTES:
-                continue
-            with path.open("rb") as fh:
-                for lineno, raw in enumerate(fh, start=1):
-                    text = clean_line(raw)
-                    if pattern.search(text):
-                        rel = path.relative_to(read.root).as_posix()
-                        return EnginesConfigured(
-                            fact_id="engines_configured", expected=int(expected), source=f"{rel}:{lineno}",
-                            evidence=(Evidence(source=rel, line=lineno, text=quote(text)),))
-        except OSError:
-            continue
+    found = locate(obs, re.compile(SETTING_RE.format(value=int(expected))))
+    if found is not None:
+        rel, lineno, text, _ = found
+        return EnginesConfigured(fact_id="engines_configured", expected=int(expected), source=f"{rel}:{lineno}",
+                                 evidence=(Evidence(source=rel, line=lineno, text=quote(text)),))
     source = "capture job.json placement" if (read.job_info or {}).get("placement") else "launch configuration"
     return EnginesConfigured(fact_id="engines_configured", expected=int(expected), source=source,
                              evidence=(Evidence(source=capture_rel(read) or "manifest.json",

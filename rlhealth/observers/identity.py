@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 from rlhealth.facts import Evidence, IdentityMeasured
-from rlhealth.observers.base import Observation
+from rlhealth.observers.base import Observation, locate
 from rlhealth.probes.parse.launch import PARAMS
 from rlhealth.probes.parse.nvidia_smi import gpu_class
-from rlhealth.probes.textio import clean_line, quote
+from rlhealth.probes.textio import quote
 
-CONFIG_FILE_MAX_BYTES = 4 * 1024 * 1024
 # engine geometry settings (a key's value, in the launch configuration as key=value or "key": value)
 TP_RE = re.compile(r"inference_engine_tensor_parallel_size[\"'\\]*\s*[=:]\s*[\"'\\]*(\d{1,4})\b")
 EP_RE = re.compile(r"inference_engine_expert_parallel_size[\"'\\]*\s*[=:]\s*[\"'\\]*(\d{1,4})\b")
@@ -40,34 +38,6 @@ def model_class(total: float | None, active: float | None) -> str | None:
     if total is None or active is None:
         return None
     return "MoE" if active < total else "dense"
-
-
-def _files(obs: Observation) -> list[Path]:
-    read = obs.read
-    out = []
-    if read.capture_dir is not None:
-        out += [read.capture_dir / "job.json", read.capture_dir / "pods.json"]
-    out.append(read.root / "manifest.json")
-    return out
-
-
-def locate(obs: Observation, pattern: re.Pattern) -> tuple[str, int, str, re.Match] | None:
-    """The first line of the capture's job.json / pods.json, else manifest.json, that ``pattern``
-    matches: (bundle-relative file, 1-based line, the line, the match)."""
-    root = obs.read.root
-    for path in _files(obs):
-        try:
-            if not path.is_file() or path.stat().st_size > CONFIG_FILE_MAX_BYTES:
-                continue
-            with path.open("rb") as fh:
-                for lineno, raw in enumerate(fh, start=1):
-                    text = clean_line(raw)
-                    m = pattern.search(text)
-                    if m:
-                        return path.relative_to(root).as_posix(), lineno, text, m
-        except OSError:
-            continue
-    return None
 
 
 def _stage(obs: Observation) -> tuple[str | None, str | None, Evidence | None]:
