@@ -942,6 +942,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = join_dash_values(list(sys.argv[1:] if argv is None else argv))
     wants_json = _wants_json(argv)
     _Parser.json_errors = wants_json
+    try:
+        return _main(argv, wants_json)
+    finally:
+        _Parser.json_errors = False     # a parser built later (a library caller, the next MCP call) exits as argparse does
+
+
+def _main(argv: list[str], wants_json: bool) -> int:
     parser = build_parser()
     args = None
     fmt = "json" if wants_json else "markdown"

@@ -7,15 +7,18 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
+import rlhealth
 from rlhealth import cli
 from rlhealth import checks as C
 
-from corpus import REPO, rlhealth_argv
+from corpus import rlhealth_argv
 
-EXAMPLES = REPO / "rlhealth" / "examples"
+EXAMPLES = Path(rlhealth.__file__).parent / "examples"
+"""The installed package's examples (what `rlhealth examples --path` prints), not the source tree's."""
 NOW = "2026-08-01T15:25:00Z"
 
 
