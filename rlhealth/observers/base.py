@@ -67,7 +67,9 @@ def summary(source: str, text: str) -> Evidence:
 def finite(values) -> list[float]:
     """``values`` without None, NaN and infinities (other values kept as they are)."""
     isfinite = math.isfinite
-    if type(values) is array:           # doubles only (trial rewards and durations): one test each
+    if type(values) is array:           # doubles only (trial rewards and durations)
+        if isfinite(sum(values)):       # no NaN or infinity among them (a finite sum proves it)
+            return values.tolist()
         return [v for v in values if isfinite(v)]
     return [v for v in values if v is not None and (not isinstance(v, float) or isfinite(v))]
 
