@@ -376,11 +376,12 @@ count_newlines_py(PyObject *Py_UNUSED(module), PyObject *args)
 
 /* ----------------------------------------------------------------- stats lines
  *
- * ``StatsReader(groups, fields, identity, markers)`` reads the vLLM stats line as described by
- * probes/parse/vllm.py ``STATS_LINE`` (the description ``STATS_RE`` is generated from), passed as
- * ``stats_reader_spec()`` gives it:
- *   - groups: ``(optional, steps)`` each, steps ``(literal alternatives as bytes, field index or
- *     -1)``: a literal, then the field after it (-1: the group ends). One group is required; at
+ * ``StatsReader(literals, steps, groups, fields, identity, markers)`` reads the vLLM stats line as
+ * described by probes/parse/vllm.py ``STATS_LINE`` (the description ``STATS_RE`` is generated
+ * from), passed as ``stats_reader_spec()`` flattens it:
+ *   - literals: bytes; steps: ``(first, count, field)`` each, a literal (one of the alternatives
+ *     ``literals[first:first + count]``) then field ``field`` (-1: none, the group ends); groups:
+ *     ``(optional, first, last)`` each, its steps ``steps[first:last]``. One group is required; at
  *     most one optional group comes before it (matched backwards from the required group's first
  *     literal, the anchor), the others after it (each matched where it can, in order: what the
  *     regex does, since nothing required follows them);
@@ -413,7 +414,7 @@ typedef struct {
 
 typedef struct {
     Py_ssize_t first, count;    /* its literal alternatives: lits[first:first + count) */
-    int field;                  /* the field after the literal, -1 for none */
+    int field;                  /* the field after them, -1 for none */
 } Step;
 
 typedef struct {
@@ -429,7 +430,7 @@ typedef struct {
 
 typedef struct StatsReader {
     PyObject_HEAD
-    PyObject *texts;            /* the bytes objects the literals point into */
+    PyObject *literals, *marker_texts;  /* the bytes the literals and markers point into */
     Literal *lits, *markers;
     Step *steps;
     Group *groups;
@@ -721,117 +722,91 @@ StatsReader_fields(StatsReader *self, PyObject *arg)
     return values;
 }
 
-/* The literal of a bytes object (kept alive in self->texts). */
+/* The literal of a bytes object (kept alive by self). */
 static int
-take_literal(StatsReader *self, PyObject *item, Literal *lit)
+take_literal(PyObject *item, Literal *lit)
 {
     if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) == 0) {
         PyErr_SetString(PyExc_TypeError, "a literal is non-empty bytes");
         return -1;
     }
-    if (PyList_Append(self->texts, item) < 0)
-        return -1;
     lit->text = PyBytes_AS_STRING(item);
     lit->len = PyBytes_GET_SIZE(item);
     return 0;
 }
 
+/* Errors raise ValueError: the indices must stay inside the arrays they index. */
 static int
-StatsReader_setup(StatsReader *self, PyObject *groups, PyObject *fields, PyObject *identity, PyObject *markers)
+StatsReader_setup(StatsReader *self, PyObject *steps, PyObject *groups, PyObject *fields, PyObject *identity)
 {
+    Py_ssize_t nlits = PyTuple_GET_SIZE(self->literals), nsteps = PyTuple_GET_SIZE(steps), nreq = 0;
     self->ngroups = PyTuple_GET_SIZE(groups);
     self->nfields = PyTuple_GET_SIZE(fields);
     self->nidentity = PyTuple_GET_SIZE(identity);
-    self->nmarkers = PyTuple_GET_SIZE(markers);
-    if (self->ngroups < 1 || self->ngroups > MAX_GROUPS || self->nfields > MAX_FIELDS) {
-        PyErr_SetString(PyExc_ValueError, "1 to 32 groups, at most 32 fields");
-        return -1;
-    }
-    /* sizes first: steps and literal alternatives over all groups */
-    Py_ssize_t nsteps = 0, nlits = 0;
-    for (Py_ssize_t g = 0; g < self->ngroups; g++) {
-        PyObject *group = PyTuple_GET_ITEM(groups, g), *steps;
-        int optional;
-        if (!PyArg_ParseTuple(group, "pO!", &optional, &PyTuple_Type, &steps))
-            return -1;
-        for (Py_ssize_t s = 0; s < PyTuple_GET_SIZE(steps); s++) {
-            PyObject *alts;
-            int field;
-            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(steps, s), "O!i", &PyTuple_Type, &alts, &field))
-                return -1;
-            nlits += PyTuple_GET_SIZE(alts);
-        }
-        nsteps += PyTuple_GET_SIZE(steps);
-    }
-    self->groups = PyMem_Calloc((size_t)self->ngroups, sizeof(Group));
-    self->steps = PyMem_Calloc((size_t)(nsteps ? nsteps : 1), sizeof(Step));
+    self->nmarkers = PyTuple_GET_SIZE(self->marker_texts);
     self->lits = PyMem_Calloc((size_t)(nlits ? nlits : 1), sizeof(Literal));
+    self->steps = PyMem_Calloc((size_t)(nsteps ? nsteps : 1), sizeof(Step));
+    self->groups = PyMem_Calloc((size_t)(self->ngroups ? self->ngroups : 1), sizeof(Group));
     self->kinds = PyMem_Calloc((size_t)(self->nfields ? self->nfields : 1), sizeof(Kind));
     self->identity = PyMem_Calloc((size_t)(self->nidentity ? self->nidentity : 1), sizeof(int));
     self->markers = PyMem_Calloc((size_t)(self->nmarkers ? self->nmarkers : 1), sizeof(Literal));
-    if (!self->groups || !self->steps || !self->lits || !self->kinds || !self->identity || !self->markers) {
+    if (!self->lits || !self->steps || !self->groups || !self->kinds || !self->identity || !self->markers) {
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t step = 0, lit = 0, required = 0;
-    self->required = -1;
-    for (Py_ssize_t g = 0; g < self->ngroups; g++) {
-        PyObject *steps;
-        int optional;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(groups, g), "pO!", &optional, &PyTuple_Type, &steps))
+    for (Py_ssize_t k = 0; k < nlits; k++) {
+        if (take_literal(PyTuple_GET_ITEM(self->literals, k), &self->lits[k]) < 0)
             return -1;
-        Py_ssize_t count = PyTuple_GET_SIZE(steps);
-        self->groups[g] = (Group){optional, step, step + count};
-        if (!optional) {
-            required++;
+    }
+    for (Py_ssize_t k = 0; k < self->nmarkers; k++) {
+        if (take_literal(PyTuple_GET_ITEM(self->marker_texts, k), &self->markers[k]) < 0)
+            return -1;
+    }
+    const char *wrong = NULL;
+    for (Py_ssize_t f = 0; f < self->nfields && !wrong; f++) {
+        Kind *kind = &self->kinds[f];
+        int dot, value;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, f), "pnC", &dot, &kind->max_digits, &value))
+            return -1;
+        kind->dot = dot;
+        kind->value = (char)value;
+        if (!(value == 'f' && dot && kind->max_digits == 0) && !(value == 's' && !dot && kind->max_digits >= 0) &&
+                !(value == 'i' && !dot && kind->max_digits >= 1 && kind->max_digits <= MAX_COUNT_DIGITS))
+            wrong = "a field is (True, 0, 'f'), (False, n, 's') or (False, 1..18, 'i')";
+    }
+    for (Py_ssize_t s = 0; s < nsteps && !wrong; s++) {
+        Step *step = &self->steps[s];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(steps, s), "nni", &step->first, &step->count, &step->field))
+            return -1;
+        if (step->first < 0 || step->count < 1 || step->first + step->count > nlits || step->field < -1 ||
+                step->field >= self->nfields)
+            wrong = "a step's literals or field out of range";
+    }
+    for (Py_ssize_t g = 0; g < self->ngroups && !wrong; g++) {
+        Group *group = &self->groups[g];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(groups, g), "pnn", &group->optional, &group->first, &group->last))
+            return -1;
+        if (group->first < 0 || group->first >= group->last || group->last > nsteps)
+            wrong = "a group's steps out of range";
+        if (!group->optional) {
+            nreq++;
             self->required = g;
         }
-        for (Py_ssize_t s = 0; s < count; s++, step++) {
-            PyObject *alts;
-            int field;
-            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(steps, s), "O!i", &PyTuple_Type, &alts, &field))
-                return -1;
-            Py_ssize_t nalts = PyTuple_GET_SIZE(alts);
-            if (nalts < 1 || field < -1 || field >= self->nfields || (field == -1) != (s == count - 1)) {
-                PyErr_SetString(PyExc_ValueError, "a step is a literal and a field, the group's last a literal only");
-                return -1;
-            }
-            self->steps[step] = (Step){lit, nalts, field};
-            for (Py_ssize_t a = 0; a < nalts; a++, lit++) {
-                if (take_literal(self, PyTuple_GET_ITEM(alts, a), &self->lits[lit]) < 0)
-                    return -1;
-            }
-        }
     }
-    if (required != 1 || self->required > 1 || self->steps[self->groups[self->required].first].count != 1) {
-        PyErr_SetString(PyExc_ValueError, "one required group, after at most one group, starting with one literal");
-        return -1;
-    }
-    for (Py_ssize_t f = 0; f < self->nfields; f++) {
-        int dot, value;
-        Py_ssize_t max_digits;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, f), "pnC", &dot, &max_digits, &value))
-            return -1;
-        if (!(value == 'f' && dot && max_digits == 0) && !(value == 's' && !dot && max_digits >= 0) &&
-                !(value == 'i' && !dot && max_digits >= 1 && max_digits <= MAX_COUNT_DIGITS)) {
-            PyErr_SetString(PyExc_ValueError, "a field is (True, 0, 'f'), (False, n, 's') or (False, 1..18, 'i')");
-            return -1;
-        }
-        self->kinds[f] = (Kind){dot, max_digits, (char)value};
-    }
-    for (Py_ssize_t k = 0; k < self->nidentity; k++) {
+    if (!wrong && (self->ngroups > MAX_GROUPS || self->nfields > MAX_FIELDS || nreq != 1 || self->required > 1 ||
+                   self->steps[self->groups[self->required].first].count != 1))
+        wrong = "at most 32 groups and 32 fields; one required group, after at most one, starting with one literal";
+    for (Py_ssize_t k = 0; k < self->nidentity && !wrong; k++) {
         long f = PyLong_AsLong(PyTuple_GET_ITEM(identity, k));
         if (f == -1 && PyErr_Occurred())
             return -1;
-        if (f < 0 || f >= self->nfields) {
-            PyErr_SetString(PyExc_ValueError, "an identity field index out of range");
-            return -1;
-        }
+        if (f < 0 || f >= self->nfields)
+            wrong = "an identity field out of range";
         self->identity[k] = (int)f;
     }
-    for (Py_ssize_t k = 0; k < self->nmarkers; k++) {
-        if (take_literal(self, PyTuple_GET_ITEM(markers, k), &self->markers[k]) < 0)
-            return -1;
+    if (wrong) {
+        PyErr_SetString(PyExc_ValueError, wrong);
+        return -1;
     }
     return 0;
 }
@@ -845,23 +820,26 @@ StatsReader_dealloc(StatsReader *self)
     PyMem_Free(self->kinds);
     PyMem_Free(self->identity);
     PyMem_Free(self->markers);
-    Py_XDECREF(self->texts);
+    Py_XDECREF(self->literals);
+    Py_XDECREF(self->marker_texts);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *
 StatsReader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"groups", "fields", "identity", "markers", NULL};
-    PyObject *groups, *fields, *identity, *markers;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!:StatsReader", names, &PyTuple_Type, &groups,
-                                     &PyTuple_Type, &fields, &PyTuple_Type, &identity, &PyTuple_Type, &markers))
+    static char *names[] = {"literals", "steps", "groups", "fields", "identity", "markers", NULL};
+    PyObject *literals, *steps, *groups, *fields, *identity, *markers;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!:StatsReader", names, &PyTuple_Type, &literals,
+                                     &PyTuple_Type, &steps, &PyTuple_Type, &groups, &PyTuple_Type, &fields,
+                                     &PyTuple_Type, &identity, &PyTuple_Type, &markers))
         return NULL;
     StatsReader *self = (StatsReader *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->texts = PyList_New(0);
-    if (self->texts == NULL || StatsReader_setup(self, groups, fields, identity, markers) < 0) {
+    self->literals = Py_NewRef(literals);
+    self->marker_texts = Py_NewRef(markers);
+    if (StatsReader_setup(self, steps, groups, fields, identity) < 0) {
         Py_DECREF(self);
         return NULL;
     }

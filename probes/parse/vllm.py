@@ -139,21 +139,27 @@ def grammar_regex(groups) -> str:
 
 
 def stats_reader_spec(groups=STATS_LINE, markers=ERA_MARKERS, identity=IDENTITY_FIELDS) -> tuple:
-    """The arguments of ``_linescan.StatsReader`` for a grammar: ``(groups, fields, identity,
-    markers)``; groups as ``(optional, ((literal alternatives as bytes, field index or -1), ...))``,
-    fields as ``(dot, max_digits, value)`` with value "f", "i" or "s" (float, int, str), identity
-    as field indices, markers as bytes."""
+    """The arguments of ``_linescan.StatsReader`` for a grammar shaped as ``STATS_LINE``, flattened:
+    ``(literals, steps, groups, fields, identity, markers)``: literals as bytes; steps as ``(first,
+    count, field)`` (the alternatives ``literals[first:first + count]``, then the field of that
+    index, -1 for none); groups as ``(optional, first step, end step)``; fields as ``(dot,
+    max_digits, value)``, value "f", "i" or "s" (float, int, str); identity as field indices;
+    markers as bytes."""
     _check_grammar(groups)
     fields = [item for group in groups for item in group.items[1::2]]
     index = {field.name: i for i, field in enumerate(fields)}
-    spec = []
+    literals, steps, spans = [], [], []
     for group in groups:
-        items = group.items
-        steps = tuple((tuple(t.encode() for t in _literals(items[k])), index[items[k + 1].name] if k + 1 < len(items) else -1)
-                      for k in range(0, len(items), 2))
-        spec.append((group.optional, steps))
+        first = len(steps)
+        for k in range(0, len(group.items), 2):
+            texts = _literals(group.items[k])
+            field = group.items[k + 1] if k + 1 < len(group.items) else None
+            steps.append((len(literals), len(texts), -1 if field is None else index[field.name]))
+            literals.extend(text.encode() for text in texts)
+        spans.append((group.optional, first, len(steps)))
     kinds = tuple((f.kind.dot, f.kind.max_digits, {float: "f", int: "i", str: "s"}[f.kind.value]) for f in fields)
-    return tuple(spec), kinds, tuple(index[name] for name in identity), tuple(m.encode() for m in markers)
+    return (tuple(literals), tuple(steps), tuple(spans), kinds, tuple(index[name] for name in identity),
+            tuple(m.encode() for m in markers))
 
 
 STATS_FIELDS = tuple(item for group in STATS_LINE for item in group.items[1::2])

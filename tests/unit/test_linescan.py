@@ -347,17 +347,21 @@ def test_descriptions_the_readers_cannot_read_alike_are_refused(groups):
 def test_stats_reader_refuses_a_malformed_spec():
     from rlhealth.probes.parse import vllm as vp
 
-    groups, fields, identity, markers = vp.stats_reader_spec()
-    with pytest.raises(ValueError):
-        _linescan.StatsReader(groups, fields[:2], identity, markers)            # a field index past the fields
-    with pytest.raises(ValueError):
-        _linescan.StatsReader(groups, ((True, 0, "i"),) + fields[1:], identity, markers)
-    with pytest.raises(ValueError):
-        _linescan.StatsReader(groups[1:2] * 2, fields, identity, markers)      # two required groups
+    literals, steps, groups, fields, identity, markers = vp.stats_reader_spec()
+    for bad in [(literals, steps, groups, fields[:2], identity, markers),          # a field index past the fields
+                (literals[:3], steps, groups, fields, identity, markers),          # a step's literals past them
+                (literals, steps[:3], groups, fields, identity, markers),          # a group's steps past them
+                (literals, steps, groups, ((True, 0, "i"),) + fields[1:], identity, markers),
+                (literals, steps, groups, ((False, 19, "i"),) + fields[1:], identity, markers),
+                (literals, steps, groups[1:2] * 2, fields, identity, markers),     # two required groups
+                (literals, steps, groups[2:], fields, identity, markers),          # none
+                (literals, steps, groups, fields, (99,), markers)]:
+        with pytest.raises(ValueError):
+            _linescan.StatsReader(*bad)
     with pytest.raises(TypeError):
-        _linescan.StatsReader(((False, (((b"",), -1),)),), (), (), ())         # an empty literal
-    with pytest.raises(ValueError):
-        _linescan.StatsReader(groups, fields, (99,), markers)
+        _linescan.StatsReader((b"",), ((0, 1, -1),), ((False, 0, 1),), (), (), ())     # an empty literal
+    with pytest.raises(TypeError):
+        _linescan.StatsReader(literals, steps, groups, fields, identity, ("text",))
 
 
 def test_stats_line_takes_buffers_and_real_lines():
