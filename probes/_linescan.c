@@ -388,7 +388,8 @@ count_newlines_py(PyObject *Py_UNUSED(module), PyObject *args)
  *   - fields: ``(dot, max_digits, value)`` each: a run of ASCII digits, with at most one "." and
  *     at least one digit when ``dot`` (a ``DECIMAL``), at most ``max_digits`` digits (0: any),
  *     read as "f" (float, as ``float()``), "i" (int, max_digits 1..18) or "s" (str);
- *   - identity: the fields whose text the memo key holds; markers: texts whose presence it holds.
+ *   - identity: the fields whose text the memo key holds; markers: texts it notes the presence of
+ *     (one bit: whether the line holds any).
  * vllm.py checks the description's shape: a literal next to a field cannot continue it (so a
  * field is the whole run of its characters there), no alternative is a prefix of another, and the
  * group before the anchor cannot hold the anchor's first character. Then the leftmost match
@@ -398,7 +399,7 @@ count_newlines_py(PyObject *Py_UNUSED(module), PyObject *args)
  * ``reader.line(raw)``: False when ``raw`` holds a byte other than printable ASCII or tab (the
  * caller takes the Python path), None without a match, else ``(text, key, close)``: the line as
  * text (what ``clean_line`` gives for such bytes), its memo key (bytes: the text up to its first
- * ")", the identity fields' texts, which optional groups matched, which markers it holds) and
+ * ")", the identity fields' texts, which groups matched, whether it holds a marker) and
  * the index of its first ")" (-1 if none).
  * ``reader.fields(text)``: NotImplemented for non-ASCII text, None without a match, else the
  * values of the fields (None for a field that did not match), as vllm.py ``stats_values``. */
@@ -508,11 +509,18 @@ group_forward(const StatsReader *r, const Group *g, const unsigned char *p, Py_s
         i += len;
         if (step->field >= 0) {
             const Kind *kind = &r->kinds[step->field];
-            Py_ssize_t j = i;
-            while (j < n && kind_holds(kind, p[j]))
-                j++;
-            if (!field_ok(kind, p, i, j))
-                return -1;
+            Py_ssize_t j = i, dots = 0;
+            if (kind->dot) {
+                for (; j < n && (is_digit(p[j]) || p[j] == '.'); j++)
+                    dots += p[j] == '.';
+                if (dots > 1 || dots == j - i)
+                    return -1;
+            } else {
+                while (j < n && is_digit(p[j]))
+                    j++;
+                if (j == i || (kind->max_digits > 0 && j - i > kind->max_digits))
+                    return -1;
+            }
             m->span[step->field][0] = i;
             m->span[step->field][1] = j;
             i = j;
@@ -607,12 +615,12 @@ first_close(const unsigned char *p, Py_ssize_t n)
 }
 
 /* The memo key of a matched line (see above): head, NUL, per identity field "1" and its text or
- * "0", NUL, per optional group "1" or "0", per marker "1" or "0". Printable lines hold no NUL: the
- * parts stay apart. New reference. */
+ * "0" and a NUL, NUL, per group "1" or "0", then "1" if it holds a marker, else "0". Printable
+ * lines hold no NUL: the parts stay apart. New reference. */
 static PyObject *
 memo_key(const StatsReader *r, const unsigned char *p, Py_ssize_t n, const StatsMatch *m, Py_ssize_t close)
 {
-    Py_ssize_t head = close + 1, size = head + 2 + r->ngroups + r->nmarkers;
+    Py_ssize_t head = close + 1, size = head + 3 + r->ngroups;
     for (Py_ssize_t k = 0; k < r->nidentity; k++) {
         const Py_ssize_t *span = m->span[r->identity[k]];
         size += 2 + (span[0] >= 0 ? span[1] - span[0] : 0);
@@ -636,8 +644,10 @@ memo_key(const StatsReader *r, const unsigned char *p, Py_ssize_t n, const Stats
     *kb++ = '\0';
     for (Py_ssize_t g = 0; g < r->ngroups; g++)
         *kb++ = m->matched[g] ? '1' : '0';
-    for (Py_ssize_t k = 0; k < r->nmarkers; k++)
-        *kb++ = find_literal(p, n, r->markers[k].text, r->markers[k].len) != NULL ? '1' : '0';
+    int marked = 0;
+    for (Py_ssize_t k = 0; k < r->nmarkers && !marked; k++)
+        marked = find_literal(p, n, r->markers[k].text, r->markers[k].len) != NULL;
+    *kb = marked ? '1' : '0';
     return key;
 }
 

@@ -80,8 +80,8 @@ the anchor's first character."""
 ERA_MARKERS = ("MM cache hit rate", "External prefix")
 """Field names only the 2026 V1 stats lines print."""
 IDENTITY_FIELDS = ("engine",)
-"""The fields whose text ``engine_and_era`` reads (besides which optional groups matched, the
-``ERA_MARKERS`` and the actor prefix)."""
+"""The fields whose text ``engine_and_era`` reads (besides which optional groups matched, whether
+any of the ``ERA_MARKERS`` is in the line, and the actor prefix)."""
 
 
 def _literals(item) -> tuple[str, ...]:
