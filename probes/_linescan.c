@@ -13,12 +13,8 @@
  *   - newlines: the number of b"\n" in ``block[:end]``.
  * A collector is used by one scan at a time (the caller makes one per scan).
  *
- * ``stats_line(raw)`` reads one vLLM stats line (probes/parse/vllm.py ``STATS_RE``) for the log
- * routing: False when ``raw`` holds a byte other than printable ASCII or tab (the caller takes the
- * Python path), None when ``STATS_RE`` does not match, else ``(text, engine, swapped, newer,
- * close)``: the line as text (what ``clean_line`` gives for such bytes), the leftmost match's
- * ``engine`` group (str or None), whether its ``swapped`` group matched, whether the line holds
- * "MM cache hit rate" or "External prefix", and the index of its first ")" (-1 if none).
+ * ``StatsReader`` reads the vLLM stats line from its description in probes/parse/vllm.py (the
+ * data ``STATS_RE`` is generated from); ``StatsSink`` queues the stats lines inside the scan.
  */
 #define PY_SSIZE_T_CLEAN
 /* Standard C and Python only (no memrchr, memmem or other libc extensions; SSE2 only behind
@@ -50,8 +46,11 @@ typedef struct {
 } Collector;
 
 /* See StatsSink_new. */
+struct StatsReader;
+
 typedef struct {
     PyObject_HEAD
+    struct StatsReader *reader;
     PyObject *source, *queues, *eras, *cache, *resolve, *new_queue;
     unsigned int stats_id;
     Py_ssize_t head_max, cache_max, max_line, count, lines_before;
@@ -375,7 +374,77 @@ count_newlines_py(PyObject *Py_UNUSED(module), PyObject *args)
     return PyLong_FromSsize_t(count);
 }
 
-/* ----------------------------------------------------------------- stats lines */
+/* ----------------------------------------------------------------- stats lines
+ *
+ * ``StatsReader(literals, steps, groups, fields, identity, markers)`` reads the vLLM stats line as
+ * described by probes/parse/vllm.py ``STATS_LINE`` (the description ``STATS_RE`` is generated
+ * from), passed as ``stats_reader_spec()`` flattens it:
+ *   - literals: bytes; steps: ``(first, count, field)`` each, a literal (one of the alternatives
+ *     ``literals[first:first + count]``) then field ``field`` (-1: none, the group ends); groups:
+ *     ``(optional, first, last)`` each, its steps ``steps[first:last]``. One group is required; at
+ *     most one optional group comes before it (matched backwards from the required group's first
+ *     literal, the anchor), the others after it (each matched where it can, in order: what the
+ *     regex does, since nothing required follows them);
+ *   - fields: ``(dot, max_digits, value)`` each: a run of ASCII digits, with at most one "." and
+ *     at least one digit when ``dot`` (a ``DECIMAL``), at most ``max_digits`` digits (0: any),
+ *     read as "f" (float, as ``float()``), "i" (int, max_digits 1..18) or "s" (str);
+ *   - identity: the fields whose text the memo key holds; markers: texts it notes the presence of
+ *     (one bit: whether the line holds any).
+ * vllm.py checks the description's shape: a literal next to a field cannot continue it (so a
+ * field is the whole run of its characters there), no alternative is a prefix of another, and the
+ * group before the anchor cannot hold the anchor's first character. Then the leftmost match
+ * starts at the first anchor where the required group matches, or at the group before it, and no
+ * step needs to backtrack.
+ *
+ * ``reader.line(raw)``: False when ``raw`` holds a byte other than printable ASCII or tab (the
+ * caller takes the Python path), None without a match, else ``(text, key, close)``: the line as
+ * text (what ``clean_line`` gives for such bytes), its memo key (bytes: the text up to its first
+ * ")", the identity fields' texts, which groups matched, whether it holds a marker) and
+ * the index of its first ")" (-1 if none).
+ * ``reader.fields(text)``: NotImplemented for non-ASCII text, None without a match, else the
+ * values of the fields (None for a field that did not match), as vllm.py ``stats_values``. */
+
+#define MAX_FIELDS 32
+#define MAX_GROUPS 32
+#define MAX_COUNT_DIGITS 18     /* an "i" field's digits fit a long long */
+
+typedef struct {
+    const char *text;
+    Py_ssize_t len;
+} Literal;
+
+typedef struct {
+    Py_ssize_t first, count;    /* its literal alternatives: lits[first:first + count) */
+    int field;                  /* the field after them, -1 for none */
+} Step;
+
+typedef struct {
+    int optional;
+    Py_ssize_t first, last;     /* its steps: steps[first:last) */
+} Group;
+
+typedef struct {
+    int dot;
+    Py_ssize_t max_digits;
+    char value;
+} Kind;
+
+typedef struct StatsReader {
+    PyObject_HEAD
+    PyObject *literals, *marker_texts;  /* the bytes the literals and markers point into */
+    Literal *lits, *markers;
+    Step *steps;
+    Group *groups;
+    Kind *kinds;
+    int *identity;
+    Py_ssize_t ngroups, nfields, nidentity, nmarkers, required;
+} StatsReader;
+
+/* Spans (start, end) of the fields of a match (start -1: unmatched) and which groups matched. */
+typedef struct {
+    Py_ssize_t span[MAX_FIELDS][2];
+    char matched[MAX_GROUPS];
+} StatsMatch;
 
 static int
 is_digit(unsigned char c)
@@ -383,138 +452,207 @@ is_digit(unsigned char c)
     return c >= '0' && c <= '9';
 }
 
-/* Bytes of p[i:n] in set [0-9.] (accept_dot) or [0-9], from i; returns the end of the run. */
-static Py_ssize_t
-run_of(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot)
+static int
+kind_holds(const Kind *kind, unsigned char c)
 {
-    while (i < n && (is_digit(p[i]) || (accept_dot && p[i] == '.')))
-        i++;
+    return is_digit(c) || (kind->dot && c == '.');
+}
+
+/* Whether p[start:end) is a whole field of this kind. */
+static int
+field_ok(const Kind *kind, const unsigned char *p, Py_ssize_t start, Py_ssize_t end)
+{
+    if (end == start)
+        return 0;
+    if (!kind->dot)
+        return kind->max_digits == 0 || end - start <= kind->max_digits;
+    Py_ssize_t dots = 0;
+    for (Py_ssize_t k = start; k < end; k++)
+        dots += p[k] == '.';
+    return dots <= 1 && dots < end - start;
+}
+
+/* Length of the step's literal alternative at p[i:n), or -1. */
+static Py_ssize_t
+literal_at(const StatsReader *r, const Step *step, const unsigned char *p, Py_ssize_t i, Py_ssize_t n)
+{
+    for (Py_ssize_t a = step->first; a < step->first + step->count; a++) {
+        const Literal *lit = &r->lits[a];
+        if (n - i >= lit->len && memcmp(p + i, lit->text, (size_t)lit->len) == 0)
+            return lit->len;
+    }
+    return -1;
+}
+
+/* Length of the step's literal alternative ending at p[end], or -1. */
+static Py_ssize_t
+literal_before(const StatsReader *r, const Step *step, const unsigned char *p, Py_ssize_t end)
+{
+    for (Py_ssize_t a = step->first; a < step->first + step->count; a++) {
+        const Literal *lit = &r->lits[a];
+        if (end >= lit->len && memcmp(p + end - lit->len, lit->text, (size_t)lit->len) == 0)
+            return lit->len;
+    }
+    return -1;
+}
+
+/* The group matched forward at i: its end, or -1 (its field spans then undefined). */
+static Py_ssize_t
+group_forward(const StatsReader *r, const Group *g, const unsigned char *p, Py_ssize_t i, Py_ssize_t n,
+              StatsMatch *m)
+{
+    for (Py_ssize_t s = g->first; s < g->last; s++) {
+        const Step *step = &r->steps[s];
+        Py_ssize_t len = literal_at(r, step, p, i, n);
+        if (len < 0)
+            return -1;
+        i += len;
+        if (step->field >= 0) {
+            const Kind *kind = &r->kinds[step->field];
+            Py_ssize_t j = i, dots = 0;
+            if (kind->dot) {
+                for (; j < n && (is_digit(p[j]) || p[j] == '.'); j++)
+                    dots += p[j] == '.';
+                if (dots > 1 || dots == j - i)
+                    return -1;
+            } else {
+                while (j < n && is_digit(p[j]))
+                    j++;
+                if (j == i || (kind->max_digits > 0 && j - i > kind->max_digits))
+                    return -1;
+            }
+            m->span[step->field][0] = i;
+            m->span[step->field][1] = j;
+            i = j;
+        }
+    }
     return i;
 }
 
-/* p[i:] starts with the literal lit (length len)? */
-static int
-has_at(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const char *lit, Py_ssize_t len)
-{
-    return n - i >= len && memcmp(p + i, lit, (size_t)len) == 0;
-}
-
-#define LIT(s) s, (Py_ssize_t)(sizeof(s) - 1)
-
-/* The end of "<number> <literal>" at i, or -1: with accept_dot a decimal number (vllm.py _NUMBER:
- * digits with at most one ".", at least one digit), else [0-9]{1,max_digits} (max_digits 0: any
- * count). The literal starts with a byte outside [0-9.], so a match takes the whole run of
- * [0-9.] bytes (no other split can match). */
+/* The group matched backwards, ending at end: its start, or -1 (its field spans then undefined). */
 static Py_ssize_t
-number_then(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, int accept_dot, Py_ssize_t max_digits,
-            const char *lit, Py_ssize_t len)
+group_backward(const StatsReader *r, const Group *g, const unsigned char *p, Py_ssize_t end, StatsMatch *m)
 {
-    Py_ssize_t j = run_of(p, i, n, accept_dot);
-    if (j == i || (max_digits > 0 && j - i > max_digits) || !has_at(p, j, n, lit, len))
-        return -1;
-    if (accept_dot) {
-        Py_ssize_t dots = 0;
-        for (Py_ssize_t k = i; k < j; k++)
-            dots += p[k] == '.';
-        if (dots > 1 || dots == j - i)
+    for (Py_ssize_t s = g->last - 1; s >= g->first; s--) {
+        const Step *step = &r->steps[s];
+        if (step->field >= 0) {
+            const Kind *kind = &r->kinds[step->field];
+            Py_ssize_t j = end;
+            while (j > 0 && kind_holds(kind, p[j - 1]))
+                j--;
+            if (!field_ok(kind, p, j, end))
+                return -1;
+            m->span[step->field][0] = j;
+            m->span[step->field][1] = end;
+            end = j;
+        }
+        Py_ssize_t len = literal_before(r, step, p, end);
+        if (len < 0)
             return -1;
+        end -= len;
     }
-    return j + len;
+    return end;
 }
-
-#define COUNT_DIGITS 18     /* vllm.py _COUNT: a request count longer than this is no count */
-
-/* Spans (start, end) of the groups of a STATS_RE match; an unmatched group has start -1. */
-typedef struct {
-    Py_ssize_t engine[2], prompt[2], gen[2], running[2], swapped[2], waiting[2], kv[2];
-} StatsMatch;
 
 static void
-span(Py_ssize_t *group, Py_ssize_t start, Py_ssize_t end)
+group_unset(const StatsReader *r, Py_ssize_t g, StatsMatch *m)
 {
-    group[0] = start;
-    group[1] = end;
+    m->matched[g] = 0;
+    for (Py_ssize_t s = r->groups[g].first; s < r->groups[g].last; s++) {
+        if (r->steps[s].field >= 0)
+            m->span[r->steps[s].field][0] = m->span[r->steps[s].field][1] = -1;
+    }
 }
 
-/* The required part of STATS_RE after "Engine N: " (A), matched at i: its end, or -1. */
-static Py_ssize_t
-match_required(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, StatsMatch *m)
-{
-    if (!has_at(p, i, n, LIT("Avg prompt throughput: ")))
-        return -1;
-    Py_ssize_t start = i + 23;
-    i = number_then(p, start, n, 1, 0, LIT(" tokens/s, Avg generation throughput: "));
-    if (i < 0)
-        return -1;
-    span(m->prompt, start, i - 38);
-    start = i;
-    i = number_then(p, start, n, 1, 0, LIT(" tokens/s, Running: "));
-    if (i < 0)
-        return -1;
-    span(m->gen, start, i - 20);
-    start = i;
-    i = number_then(p, start, n, 0, COUNT_DIGITS, LIT(" reqs"));
-    if (i < 0)
-        return -1;
-    span(m->running, start, i - 5);
-    return i;
-}
-
-/* The leftmost STATS_RE match in p[:n]: 1 with its groups in *m, else 0. It starts at the first
- * "Avg prompt throughput: " where the required part matches, or at the "Engine N: " just before
- * it (no "Engine N: " can hold an "Avg", so no earlier start exists). The optional groups then
- * match where they can, in order (each may be empty, so none backtracks into another). */
+/* The leftmost match in p[:n]: 1 with its fields in *m, else 0. */
 static int
-find_stats(const unsigned char *p, Py_ssize_t n, StatsMatch *m)
+find_stats(const StatsReader *r, const unsigned char *p, Py_ssize_t n, StatsMatch *m)
 {
-    Py_ssize_t at = -1, i = -1;
+    const Group *required = &r->groups[r->required];
+    const Literal *anchor = &r->lits[r->steps[required->first].first];
     const unsigned char *q = p;
-    while ((q = find_literal(q, n - (q - p), "Avg prompt throughput: ", 23)) != NULL) {
-        i = match_required(p, q - p, n, m);
-        if (i >= 0) {
-            at = q - p;
+    Py_ssize_t end = -1;
+    while ((q = find_literal(q, n - (q - p), anchor->text, anchor->len)) != NULL) {
+        end = group_forward(r, required, p, q - p, n, m);
+        if (end >= 0)
             break;
-        }
         q++;
     }
-    if (at < 0)
+    if (q == NULL)
         return 0;
-    span(m->engine, -1, -1);
-    if (at >= 2 && p[at - 2] == ':' && p[at - 1] == ' ') {
-        Py_ssize_t d = at - 2;
-        while (d > 0 && is_digit(p[d - 1]))
-            d--;
-        if (d < at - 2 && d >= 7 && memcmp(p + d - 7, "Engine ", 7) == 0)
-            span(m->engine, d, at - 2);
+    m->matched[r->required] = 1;
+    if (r->required == 1) {
+        m->matched[0] = 1;
+        if (group_backward(r, &r->groups[0], p, q - p, m) < 0)
+            group_unset(r, 0, m);
     }
-    Py_ssize_t end;
-    span(m->swapped, -1, -1);
-    if (has_at(p, i, n, LIT(", Swapped: ")) && (end = number_then(p, i + 11, n, 0, 0, LIT(" reqs"))) >= 0) {
-        span(m->swapped, i + 11, end - 5);
-        i = end;
+    for (Py_ssize_t g = r->required + 1; g < r->ngroups; g++) {
+        m->matched[g] = 1;
+        Py_ssize_t e = group_forward(r, &r->groups[g], p, end, n, m);
+        if (e < 0)
+            group_unset(r, g, m);
+        else
+            end = e;
     }
-    span(m->waiting, -1, -1);
-    if (has_at(p, i, n, LIT(", Pending: ")) || has_at(p, i, n, LIT(", Waiting: "))) {
-        if ((end = number_then(p, i + 11, n, 0, COUNT_DIGITS, LIT(" reqs"))) >= 0) {
-            span(m->waiting, i + 11, end - 5);
-            i = end;
-        }
-    }
-    span(m->kv, -1, -1);
-    if (has_at(p, i, n, LIT(", GPU KV cache usage: ")) &&
-            (end = number_then(p, i + 22, n, 1, 0, LIT("%"))) >= 0)
-        span(m->kv, i + 22, end - 1);
     return 1;
 }
 
 static int
-contains(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t len)
+printable(const unsigned char *p, Py_ssize_t n)
 {
-    return find_literal(p, n, lit, len) != NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((p[i] < 0x20 || p[i] > 0x7e) && p[i] != '\t')
+            return 0;
+    }
+    return 1;
+}
+
+static Py_ssize_t
+first_close(const unsigned char *p, Py_ssize_t n)
+{
+    const unsigned char *close = memchr(p, ')', (size_t)n);
+    return close == NULL ? -1 : (Py_ssize_t)(close - p);
+}
+
+/* The memo key of a matched line (see above): head, NUL, per identity field "1" and its text or
+ * "0" and a NUL, NUL, per group "1" or "0", then "1" if it holds a marker, else "0". Printable
+ * lines hold no NUL: the parts stay apart. New reference. */
+static PyObject *
+memo_key(const StatsReader *r, const unsigned char *p, Py_ssize_t n, const StatsMatch *m, Py_ssize_t close)
+{
+    Py_ssize_t head = close + 1, size = head + 3 + r->ngroups;
+    for (Py_ssize_t k = 0; k < r->nidentity; k++) {
+        const Py_ssize_t *span = m->span[r->identity[k]];
+        size += 2 + (span[0] >= 0 ? span[1] - span[0] : 0);
+    }
+    PyObject *key = PyBytes_FromStringAndSize(NULL, size);
+    if (key == NULL)
+        return NULL;
+    char *kb = PyBytes_AS_STRING(key);
+    memcpy(kb, p, (size_t)head);
+    kb += head;
+    *kb++ = '\0';
+    for (Py_ssize_t k = 0; k < r->nidentity; k++) {
+        const Py_ssize_t *span = m->span[r->identity[k]];
+        *kb++ = span[0] >= 0 ? '1' : '0';
+        if (span[0] >= 0) {
+            memcpy(kb, p + span[0], (size_t)(span[1] - span[0]));
+            kb += span[1] - span[0];
+        }
+        *kb++ = '\0';
+    }
+    *kb++ = '\0';
+    for (Py_ssize_t g = 0; g < r->ngroups; g++)
+        *kb++ = m->matched[g] ? '1' : '0';
+    int marked = 0;
+    for (Py_ssize_t k = 0; k < r->nmarkers && !marked; k++)
+        marked = find_literal(p, n, r->markers[k].text, r->markers[k].len) != NULL;
+    *kb = marked ? '1' : '0';
+    return key;
 }
 
 static PyObject *
-stats_line(PyObject *Py_UNUSED(module), PyObject *arg)
+StatsReader_line(StatsReader *self, PyObject *arg)
 {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
@@ -522,47 +660,44 @@ stats_line(PyObject *Py_UNUSED(module), PyObject *arg)
     const unsigned char *p = view.buf;
     Py_ssize_t n = view.len;
     PyObject *result = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if ((p[i] < 0x20 || p[i] > 0x7e) && p[i] != '\t') {
-            result = Py_NewRef(Py_False);
-            goto done;
-        }
-    }
     StatsMatch m;
-    if (!find_stats(p, n, &m)) {
+    if (!printable(p, n)) {
+        result = Py_NewRef(Py_False);
+    } else if (!find_stats(self, p, n, &m)) {
         result = Py_NewRef(Py_None);
-        goto done;
+    } else {
+        Py_ssize_t close = first_close(p, n);
+        PyObject *key = memo_key(self, p, n, &m, close);
+        PyObject *text = key ? PyUnicode_DecodeASCII((const char *)p, n, NULL) : NULL;
+        if (text == NULL)
+            Py_XDECREF(key);
+        else
+            result = Py_BuildValue("(NNn)", text, key, close);
     }
-    PyObject *engine = m.engine[0] < 0 ? Py_NewRef(Py_None)
-        : PyUnicode_DecodeASCII((const char *)p + m.engine[0], m.engine[1] - m.engine[0], NULL);
-    if (engine == NULL)
-        goto done;
-    int newer = contains(p, n, LIT("MM cache hit rate")) || contains(p, n, LIT("External prefix"));
-    const unsigned char *close = memchr(p, ')', (size_t)n);
-    PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
-    if (text == NULL) {
-        Py_DECREF(engine);
-        goto done;
-    }
-    result = Py_BuildValue("(NNNNn)", text, engine, PyBool_FromLong(m.swapped[0] >= 0), PyBool_FromLong(newer),
-                           close == NULL ? (Py_ssize_t)-1 : (Py_ssize_t)(close - p));
-done:
     PyBuffer_Release(&view);
     return result;
 }
 
-/* float(p[start:end]) of a DECIMAL (as Python's float(): PyOS_string_to_double). New reference. */
+/* The value of a matched field (see above). New reference. */
 static PyObject *
-decimal_value(const unsigned char *p, const Py_ssize_t *group)
+field_value(const Kind *kind, const unsigned char *p, const Py_ssize_t *span)
 {
+    Py_ssize_t len = span[1] - span[0];
+    if (kind->value == 'i') {
+        long long value = 0;
+        for (Py_ssize_t k = span[0]; k < span[1]; k++)
+            value = value * 10 + (p[k] - '0');
+        return PyLong_FromLongLong(value);
+    }
+    if (kind->value == 's')
+        return PyUnicode_DecodeASCII((const char *)p + span[0], len, NULL);
     char buf[64];
-    Py_ssize_t len = group[1] - group[0];
     char *text = len < (Py_ssize_t)sizeof(buf) ? buf : PyMem_Malloc((size_t)len + 1);
     if (text == NULL)
         return PyErr_NoMemory();
-    memcpy(text, p + group[0], (size_t)len);
+    memcpy(text, p + span[0], (size_t)len);
     text[len] = '\0';
-    double value = PyOS_string_to_double(text, NULL, NULL);
+    double value = PyOS_string_to_double(text, NULL, NULL);     /* what float(str) uses */
     if (text != buf)
         PyMem_Free(text);
     if (value == -1.0 && PyErr_Occurred())
@@ -570,54 +705,183 @@ decimal_value(const unsigned char *p, const Py_ssize_t *group)
     return PyFloat_FromDouble(value);
 }
 
-/* int(p[start:end]) of at most COUNT_DIGITS digits. New reference. */
 static PyObject *
-count_value(const unsigned char *p, const Py_ssize_t *group)
-{
-    long long value = 0;
-    for (Py_ssize_t k = group[0]; k < group[1]; k++)
-        value = value * 10 + (p[k] - '0');
-    return PyLong_FromLongLong(value);
-}
-
-static PyObject *
-stats_fields(PyObject *Py_UNUSED(module), PyObject *arg)
+StatsReader_fields(StatsReader *self, PyObject *arg)
 {
     if (!PyUnicode_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "stats_fields() takes a str");
+        PyErr_SetString(PyExc_TypeError, "fields() takes a str");
         return NULL;
     }
     if (!PyUnicode_IS_ASCII(arg))
         Py_RETURN_NOTIMPLEMENTED;
     const unsigned char *p = PyUnicode_DATA(arg);
     StatsMatch m;
-    if (!find_stats(p, PyUnicode_GET_LENGTH(arg), &m))
+    if (!find_stats(self, p, PyUnicode_GET_LENGTH(arg), &m))
         Py_RETURN_NONE;
-    PyObject *prompt = decimal_value(p, m.prompt);
-    PyObject *gen = prompt ? decimal_value(p, m.gen) : NULL;
-    PyObject *running = gen ? count_value(p, m.running) : NULL;
-    PyObject *waiting = running ? (m.waiting[0] < 0 ? PyLong_FromLong(0) : count_value(p, m.waiting)) : NULL;
-    PyObject *kv = waiting ? (m.kv[0] < 0 ? Py_NewRef(Py_None) : decimal_value(p, m.kv)) : NULL;
-    if (kv == NULL) {
-        Py_XDECREF(prompt);
-        Py_XDECREF(gen);
-        Py_XDECREF(running);
-        Py_XDECREF(waiting);
+    PyObject *values = PyTuple_New(self->nfields);
+    if (values == NULL)
+        return NULL;
+    for (Py_ssize_t f = 0; f < self->nfields; f++) {
+        PyObject *value = m.span[f][0] < 0 ? Py_NewRef(Py_None) : field_value(&self->kinds[f], p, m.span[f]);
+        if (value == NULL) {
+            Py_DECREF(values);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(values, f, value);
+    }
+    return values;
+}
+
+/* The literal of a bytes object (kept alive by self). */
+static int
+take_literal(PyObject *item, Literal *lit)
+{
+    if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) == 0) {
+        PyErr_SetString(PyExc_TypeError, "a literal is non-empty bytes");
+        return -1;
+    }
+    lit->text = PyBytes_AS_STRING(item);
+    lit->len = PyBytes_GET_SIZE(item);
+    return 0;
+}
+
+/* Errors raise ValueError: the indices must stay inside the arrays they index. */
+static int
+StatsReader_setup(StatsReader *self, PyObject *steps, PyObject *groups, PyObject *fields, PyObject *identity)
+{
+    Py_ssize_t nlits = PyTuple_GET_SIZE(self->literals), nsteps = PyTuple_GET_SIZE(steps), nreq = 0;
+    self->ngroups = PyTuple_GET_SIZE(groups);
+    self->nfields = PyTuple_GET_SIZE(fields);
+    self->nidentity = PyTuple_GET_SIZE(identity);
+    self->nmarkers = PyTuple_GET_SIZE(self->marker_texts);
+    self->lits = PyMem_Calloc((size_t)(nlits ? nlits : 1), sizeof(Literal));
+    self->steps = PyMem_Calloc((size_t)(nsteps ? nsteps : 1), sizeof(Step));
+    self->groups = PyMem_Calloc((size_t)(self->ngroups ? self->ngroups : 1), sizeof(Group));
+    self->kinds = PyMem_Calloc((size_t)(self->nfields ? self->nfields : 1), sizeof(Kind));
+    self->identity = PyMem_Calloc((size_t)(self->nidentity ? self->nidentity : 1), sizeof(int));
+    self->markers = PyMem_Calloc((size_t)(self->nmarkers ? self->nmarkers : 1), sizeof(Literal));
+    if (!self->lits || !self->steps || !self->groups || !self->kinds || !self->identity || !self->markers) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < nlits; k++) {
+        if (take_literal(PyTuple_GET_ITEM(self->literals, k), &self->lits[k]) < 0)
+            return -1;
+    }
+    for (Py_ssize_t k = 0; k < self->nmarkers; k++) {
+        if (take_literal(PyTuple_GET_ITEM(self->marker_texts, k), &self->markers[k]) < 0)
+            return -1;
+    }
+    const char *wrong = NULL;
+    for (Py_ssize_t f = 0; f < self->nfields && !wrong; f++) {
+        Kind *kind = &self->kinds[f];
+        int dot, value;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, f), "pnC", &dot, &kind->max_digits, &value))
+            return -1;
+        kind->dot = dot;
+        kind->value = (char)value;
+        if (!(value == 'f' && dot && kind->max_digits == 0) && !(value == 's' && !dot && kind->max_digits >= 0) &&
+                !(value == 'i' && !dot && kind->max_digits >= 1 && kind->max_digits <= MAX_COUNT_DIGITS))
+            wrong = "a field is (True, 0, 'f'), (False, n, 's') or (False, 1..18, 'i')";
+    }
+    for (Py_ssize_t s = 0; s < nsteps && !wrong; s++) {
+        Step *step = &self->steps[s];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(steps, s), "nni", &step->first, &step->count, &step->field))
+            return -1;
+        if (step->first < 0 || step->count < 1 || step->first + step->count > nlits || step->field < -1 ||
+                step->field >= self->nfields)
+            wrong = "a step's literals or field out of range";
+    }
+    for (Py_ssize_t g = 0; g < self->ngroups && !wrong; g++) {
+        Group *group = &self->groups[g];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(groups, g), "pnn", &group->optional, &group->first, &group->last))
+            return -1;
+        if (group->first < 0 || group->first >= group->last || group->last > nsteps)
+            wrong = "a group's steps out of range";
+        if (!group->optional) {
+            nreq++;
+            self->required = g;
+        }
+    }
+    if (!wrong && (self->ngroups > MAX_GROUPS || self->nfields > MAX_FIELDS || nreq != 1 || self->required > 1 ||
+                   self->steps[self->groups[self->required].first].count != 1))
+        wrong = "at most 32 groups and 32 fields; one required group, after at most one, starting with one literal";
+    for (Py_ssize_t k = 0; k < self->nidentity && !wrong; k++) {
+        long f = PyLong_AsLong(PyTuple_GET_ITEM(identity, k));
+        if (f == -1 && PyErr_Occurred())
+            return -1;
+        if (f < 0 || f >= self->nfields)
+            wrong = "an identity field out of range";
+        self->identity[k] = (int)f;
+    }
+    if (wrong) {
+        PyErr_SetString(PyExc_ValueError, wrong);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+StatsReader_dealloc(StatsReader *self)
+{
+    PyMem_Free(self->groups);
+    PyMem_Free(self->steps);
+    PyMem_Free(self->lits);
+    PyMem_Free(self->kinds);
+    PyMem_Free(self->identity);
+    PyMem_Free(self->markers);
+    Py_XDECREF(self->literals);
+    Py_XDECREF(self->marker_texts);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+StatsReader_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"literals", "steps", "groups", "fields", "identity", "markers", NULL};
+    PyObject *literals, *steps, *groups, *fields, *identity, *markers;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!O!O!O!:StatsReader", names, &PyTuple_Type, &literals,
+                                     &PyTuple_Type, &steps, &PyTuple_Type, &groups, &PyTuple_Type, &fields,
+                                     &PyTuple_Type, &identity, &PyTuple_Type, &markers))
+        return NULL;
+    StatsReader *self = (StatsReader *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->literals = Py_NewRef(literals);
+    self->marker_texts = Py_NewRef(markers);
+    if (StatsReader_setup(self, steps, groups, fields, identity) < 0) {
+        Py_DECREF(self);
         return NULL;
     }
-    return Py_BuildValue("(NNNNN)", prompt, gen, running, waiting, kv);
+    return (PyObject *)self;
 }
+
+static PyMethodDef StatsReader_methods[] = {
+    {"line", (PyCFunction)StatsReader_line, METH_O, "line(raw) -> False | None | (text, key, close)"},
+    {"fields", (PyCFunction)StatsReader_fields, METH_O, "fields(text) -> NotImplemented | None | values"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StatsReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rlhealth.probes._linescan.StatsReader",
+    .tp_basicsize = sizeof(StatsReader),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "reads the stats lines described by probes/parse/vllm.py STATS_LINE",
+    .tp_new = StatsReader_new,
+    .tp_dealloc = (destructor)StatsReader_dealloc,
+    .tp_methods = StatsReader_methods,
+};
 
 /* ----------------------------------------------------------------- the stats sink
  *
- * ``StatsSink(stats_id, source, queues, eras, cache, resolve, new_queue, head_max, cache_max,
- * max_line)``, given to ``Collector.lines``, routes the lines matched by pattern ``stats_id``
- * alone as probes/bundle.py ``_Router._stats_raw`` does, without a Python call per line:
- *   - a line without a ``STATS_RE`` match is dropped;
- *   - its memo key is what ``_stats_raw`` keys on (the text up to its first ")", the ``engine``
- *     group, whether ``swapped`` did not match, and then whether the line holds the newer era's
- *     fields), as bytes; ``cache`` maps it to ``(engine, era)``, from ``resolve(text)`` on a miss
- *     (cleared when it holds ``cache_max`` keys);
+ * ``StatsSink(reader, stats_id, source, queues, eras, cache, resolve, new_queue, head_max,
+ * cache_max, max_line)``, given to ``Collector.lines``, routes the lines matched by pattern
+ * ``stats_id`` alone as probes/extractors/stats.py ``Stats.feed_raw`` does, without a Python call
+ * per line:
+ *   - a line the ``StatsReader`` ``reader`` finds no match in is dropped;
+ *   - ``cache`` maps its memo key (``reader.line``) to ``(engine, era)``, from ``resolve(text)``
+ *     on a miss (cleared when it holds ``cache_max`` keys);
  *   - ``(text, source, line number, engine, era)`` is appended to ``queues[engine]`` (made by
  *     ``new_queue(engine)`` when missing), ``era`` added to ``eras``, ``count`` incremented.
  * ``lines`` hands the sink a block's stats lines only when the sink takes each of them (printable
@@ -628,16 +892,11 @@ stats_fields(PyObject *Py_UNUSED(module), PyObject *arg)
 static int
 sink_accepts(StatsSink *sink, const unsigned char *p, Py_ssize_t n)
 {
-    if (n > sink->max_line)
+    if (n > sink->max_line || !printable(p, n))
         return 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if ((p[i] < 0x20 || p[i] > 0x7e) && p[i] != '\t')
-            return 0;
-    }
-    const unsigned char *close = memchr(p, ')', (size_t)n);
-    if (close != NULL && close - p > sink->head_max) {
+    if (first_close(p, n) > sink->head_max) {
         StatsMatch m;
-        if (find_stats(p, n, &m))
+        if (find_stats(sink->reader, p, n, &m))
             return 0;
     }
     return 1;
@@ -647,28 +906,11 @@ static int
 sink_record(StatsSink *sink, const unsigned char *p, Py_ssize_t n, Py_ssize_t lineno)
 {
     StatsMatch m;
-    if (!find_stats(p, n, &m))
+    if (!find_stats(sink->reader, p, n, &m))
         return 0;
-    const unsigned char *close = memchr(p, ')', (size_t)n);
-    Py_ssize_t head = close == NULL ? 0 : (Py_ssize_t)(close - p) + 1;
-    int unswapped = m.swapped[0] < 0;
-    int has_engine = m.engine[0] >= 0;
-    int newer = unswapped && has_engine &&
-                (contains(p, n, LIT("MM cache hit rate")) || contains(p, n, LIT("External prefix")));
-    Py_ssize_t engine_len = has_engine ? m.engine[1] - m.engine[0] : 1;
-    PyObject *key = PyBytes_FromStringAndSize(NULL, head + 1 + engine_len + 3);
+    PyObject *key = memo_key(sink->reader, p, n, &m, first_close(p, n));
     if (key == NULL)
         return -1;
-    char *kb = PyBytes_AS_STRING(key);
-    memcpy(kb, p, (size_t)head);
-    kb[head] = '\0';                      /* printable lines hold no NUL: the fields stay apart */
-    if (has_engine)
-        memcpy(kb + head + 1, p + m.engine[0], (size_t)engine_len);
-    else
-        kb[head + 1] = '-';
-    kb[head + 1 + engine_len] = '\0';
-    kb[head + 2 + engine_len] = unswapped ? '1' : '0';
-    kb[head + 3 + engine_len] = newer ? '1' : '0';
     PyObject *text = PyUnicode_DecodeASCII((const char *)p, n, NULL);
     PyObject *found = NULL, *queue = NULL, *number = NULL, *item = NULL, *done = NULL;
     int status = -1;
@@ -733,12 +975,13 @@ out:
 static PyObject *
 StatsSink_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"stats_id", "source", "queues", "eras", "cache", "resolve", "new_queue", "head_max",
+    static char *names[] = {"reader", "stats_id", "source", "queues", "eras", "cache", "resolve", "new_queue", "head_max",
                             "cache_max", "max_line", NULL};
     unsigned int stats_id;
-    PyObject *source, *queues, *eras, *cache, *resolve, *new_queue;
+    PyObject *reader, *source, *queues, *eras, *cache, *resolve, *new_queue;
     Py_ssize_t head_max, cache_max, max_line;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "IUO!O!O!OOnnn:StatsSink", names, &stats_id, &source,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!IUO!O!O!OOnnn:StatsSink", names, &StatsReaderType, &reader,
+                                     &stats_id, &source,
                                      &PyDict_Type, &queues, &PySet_Type, &eras, &PyDict_Type, &cache, &resolve,
                                      &new_queue, &head_max, &cache_max, &max_line))
         return NULL;
@@ -749,6 +992,7 @@ StatsSink_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     StatsSink *self = (StatsSink *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->reader = (StatsReader *)Py_NewRef(reader);
     self->stats_id = stats_id;
     self->source = Py_NewRef(source);
     self->queues = Py_NewRef(queues);
@@ -767,6 +1011,7 @@ StatsSink_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void
 StatsSink_dealloc(StatsSink *self)
 {
+    Py_XDECREF((PyObject *)self->reader);
     Py_XDECREF(self->source);
     Py_XDECREF(self->queues);
     Py_XDECREF(self->eras);
@@ -820,9 +1065,6 @@ static PyTypeObject CollectorType = {
 
 static PyMethodDef module_methods[] = {
     {"count_newlines", count_newlines_py, METH_VARARGS, "count_newlines(buffer, start=0, stop=len) -> int"},
-    {"stats_line", stats_line, METH_O, "stats_line(raw) -> False | None | (text, engine, swapped, newer, close)"},
-    {"stats_fields", stats_fields, METH_O,
-     "stats_fields(text) -> NotImplemented | None | (prompt, gen, running, waiting, kv)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -842,6 +1084,16 @@ PyInit__linescan(void)
     Py_INCREF(&CollectorType);
     if (PyModule_AddObject(m, "Collector", (PyObject *)&CollectorType) < 0) {
         Py_DECREF(&CollectorType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyType_Ready(&StatsReaderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&StatsReaderType);
+    if (PyModule_AddObject(m, "StatsReader", (PyObject *)&StatsReaderType) < 0) {
+        Py_DECREF(&StatsReaderType);
         Py_DECREF(m);
         return NULL;
     }

@@ -31,11 +31,7 @@ if not PURE_PYTHON:
 LINE_ENGINE = "c" if _linescan is not None else "python"
 """Who turns a block's matches into matching lines: "c" (``rlhealth.probes._linescan``, no newline mask,
 no numpy) or "python" (``Scanner._lines_python``); both give the same lines (tests/unit/test_linescan.py).
-With "c", the log routing reads stats lines with ``stats_line``."""
-stats_line = _linescan.stats_line if _linescan is not None else None
-stats_fields = _linescan.stats_fields if _linescan is not None else None
-"""``(prompt, gen, running, waiting, kv)`` of an ASCII stats line as ``vllm.stats_sample`` reads its
-match, None without a match, NotImplemented for other text (tests/unit/test_linescan.py)."""
+With "c", the log routing reads stats lines with ``_linescan.StatsReader`` (probes/extractors/stats.py)."""
 
 BLOCK_BYTES = 8 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024

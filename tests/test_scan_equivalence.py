@@ -2,7 +2,7 @@
 
 Fast path: ``Scanner.iter_blocks`` (memoryview blocks, seek instead of carry copies, matching
 lines from the C line engine or numpy newline positions), ``Extraction.scan`` (no ``LineHit`` for
-stats-only lines, read by ``_linescan.stats_line``; stats samples and their timestamps built only
+stats-only lines, read by ``_linescan.StatsReader.line``; stats samples and their timestamps built only
 for the lines kept), trials read in forked processes while the
 logs are scanned, the forked reader then routing log files too (merged in file order; the cases of
 that merge are in tests/unit/test_parallel_scan.py). Straightforward path: the original block scanner below (carry + data, one

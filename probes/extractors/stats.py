@@ -2,7 +2,8 @@
 number of stats lines and the stats-line eras seen.
 
 Most matching lines of a big bundle are stats lines, so they take a fast lane: a line matched by
-``x_stats`` alone reaches ``feed_raw`` (C line engine: read by ``_linescan.stats_line``) or
+``x_stats`` alone reaches ``feed_raw`` (C line engine: read by ``STATS_READER``, the
+``_linescan.StatsReader`` of the stats line's description in probes/parse/vllm.py) or
 ``feed_text`` without a ``LineHit``, and only its engine and era are derived (memoised on what
 they depend on); the sample, with its numbers and timestamp, is built only for the lines still
 kept when the result is written. With the C line engine, ``sink`` hands those lines to
@@ -17,7 +18,7 @@ from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.extract import Extractor, FileInfo
 from rlhealth.probes.parse import vllm as vp
 from rlhealth.probes.parse.timestamps import line_timestamp
-from rlhealth.probes.scan import Scanner, stats_fields, stats_line
+from rlhealth.probes.scan import Scanner
 from rlhealth.probes.textio import clean_line
 
 STATS_SAMPLES_PER_ENGINE = 400
@@ -26,6 +27,8 @@ ENGINE_HEAD_MAX_CHARS = 512
 """A stats line whose first ")" is further in is not memoised (its head would be no actor prefix)."""
 ENGINE_CACHE_MAX = 4096
 """Memoised (head, index, era fields) -> (engine, era) entries per file before the memo restarts."""
+STATS_READER = scan_mod._linescan.StatsReader(*vp.stats_reader_spec()) if scan_mod._linescan is not None else None
+"""The C reader of ``vp.STATS_LINE`` (None without the C line engine): ``line(raw)`` and ``fields(text)``."""
 STATS_SINK = True
 """Whether the C line engine queues stats lines itself (``_linescan.StatsSink``; False: every
 stats line through ``feed_raw``, the same queues -- tests/unit/test_linescan.py compares them)."""
@@ -74,19 +77,18 @@ class Stats(Extractor):
         self._record(text, lineno, *self.engine_and_era(text, m))
 
     def feed_raw(self, raw: bytes | bytearray, lineno: int) -> None:
-        """``feed_text(clean_line(raw), lineno)``, the match read by ``_linescan.stats_line`` (the
-        memo key built from what it reports; the regex runs only for a memo miss)."""
-        got = stats_line(raw) if stats_line is not None else False
+        """``feed_text(clean_line(raw), lineno)``, the match read by ``STATS_READER.line`` (memoised
+        on the key it gives; the regex runs only for a memo miss)."""
+        got = STATS_READER.line(raw) if STATS_READER is not None else False
         if got is False:                    # not plain ASCII (or no C reader): the Python path
             self.feed_text(clean_line(raw), lineno)
             return
         if got is None:
             return
-        text, engine_idx, swapped, newer, close = got
+        text, key, close = got
         if close > ENGINE_HEAD_MAX_CHARS:
             self._record(text, lineno, *vp.engine_and_era(text, vp.stats_match(text), self.file.source))
             return
-        key = (text[:close + 1], engine_idx, not swapped, not swapped and engine_idx is not None and newer)
         cache = self.engine_cache
         found = cache.get(key)
         if found is None:
@@ -112,7 +114,7 @@ class Stats(Extractor):
             return vp.engine_and_era(text, m, self.file.source)
         engine_idx, swapped = m.group("engine", "swapped")
         key = (text[:close + 1], engine_idx, swapped is None,
-               swapped is None and engine_idx is not None and ("MM cache hit rate" in text or "External prefix" in text))
+               swapped is None and engine_idx is not None and any(marker in text for marker in vp.ERA_MARKERS))
         cache = self.engine_cache
         found = cache.get(key)
         if found is None:
@@ -124,7 +126,7 @@ class Stats(Extractor):
     def sink(self, scanner: Scanner, max_line: int):
         """A ``_linescan.StatsSink`` queueing the current file's lines matched by ``x_stats`` alone
         as ``feed_raw`` queues them, or None (no such single pattern, or the sink is off)."""
-        if scanner.stats_id is None or not STATS_SINK or scan_mod._linescan is None:
+        if scanner.stats_id is None or not STATS_SINK or STATS_READER is None:
             return None
         source = self.file.source
 
@@ -135,8 +137,9 @@ class Stats(Extractor):
             queue = self.stats[engine] = deque(maxlen=STATS_SAMPLES_PER_ENGINE)
             return queue
 
-        self._sink = scan_mod._linescan.StatsSink(scanner.stats_id, source, self.stats, self.eras, {}, resolve,
-                                                  new_queue, ENGINE_HEAD_MAX_CHARS, ENGINE_CACHE_MAX, max_line)
+        self._sink = scan_mod._linescan.StatsSink(STATS_READER, scanner.stats_id, source, self.stats, self.eras, {},
+                                                  resolve, new_queue, ENGINE_HEAD_MAX_CHARS, ENGINE_CACHE_MAX,
+                                                  max_line)
         return self._sink
 
     def end(self) -> None:
@@ -156,7 +159,7 @@ class Stats(Extractor):
     def result(self, read) -> None:
         """The samples of the queued lines (same values as ``vp.parse_stats``): only the ones still
         in a per-engine queue get a timestamp and a ``StatsSample``."""
-        sample = vp.StatsSample
+        of_values = vp.sample_of_values
         reference = self.reference
         for engine, queue in self.stats.items():
             if not any(type(item) is tuple for item in queue):
@@ -165,11 +168,9 @@ class Stats(Extractor):
             for item in queue:
                 if type(item) is tuple:
                     text, source, line, key, era = item
-                    fields = stats_fields(text) if stats_fields is not None else None
-                    if type(fields) is tuple:       # the C reading of the match's groups
-                        prompt, gen, running, waiting, kv = fields
-                        item = sample(key, line_timestamp(text, reference), prompt, gen, running, waiting, kv,
-                                      source, line, era, text)
+                    values = STATS_READER.fields(text) if STATS_READER is not None else None
+                    if type(values) is tuple:       # the C reading of the match's fields
+                        item = of_values(text, values, key, era, source, line, line_timestamp(text, reference))
                     else:
                         item = vp.stats_sample(text, vp.stats_match(text), key, era, source, line,
                                                line_timestamp(text, reference))

@@ -5,6 +5,10 @@ cache usage: K%, CPU KV cache usage: C%.``; early V1 ``... Running: R reqs, Wait
 V1 ``Engine NNN: ... Waiting: W reqs, GPU KV cache usage: K%, Prefix cache hit rate: H%``;
 2026 V1 with extra ``X cache hit rate`` fields. The engine identity is the Ray actor /
 process prefix plus the ``Engine NNN`` index when present.
+
+The stats line is described once, as data (``STATS_LINE``): ``STATS_RE`` is generated from it, and
+the C reader (probes/_linescan.c ``StatsReader``, built from ``stats_reader_spec()``) interprets
+the same description; tests/unit/test_linescan.py checks that both read every line alike.
 """
 from __future__ import annotations
 
@@ -14,14 +18,159 @@ from typing import NamedTuple
 
 from rlhealth.probes.parse import DECIMAL
 
-_NUMBER = DECIMAL     # a garbled "1.2.3" or "." makes no stats line
-_COUNT = r"\d{1,18}"  # nor does a request count longer than any real one (int() refuses 4,300 digits)
-STATS_RE = re.compile(
-    rf"(?:Engine (?P<engine>\d+): )?Avg prompt throughput: (?P<prompt>{_NUMBER}) tokens/s, "
-    rf"Avg generation throughput: (?P<gen>{_NUMBER}) tokens/s, Running: (?P<running>{_COUNT}) reqs"
-    r"(?:, Swapped: (?P<swapped>\d+) reqs)?"
-    rf"(?:, (?:Pending|Waiting): (?P<waiting>{_COUNT}) reqs)?"
-    rf"(?:, GPU KV cache usage: (?P<kv>{_NUMBER})%)?")
+
+class FieldKind(NamedTuple):
+    """What a field of a stats line holds: a run of ASCII digits (``\\d`` in the regex), with at
+    most one "." among them when ``dot`` (then it is a ``DECIMAL``), of at most ``max_digits``
+    digits (0: any), read as ``value`` (float, int or str)."""
+    dot: bool
+    max_digits: int
+    value: type
+
+    @property
+    def regex(self) -> str:
+        if self.dot:
+            if self.max_digits or self.value is not float:
+                raise ValueError("a decimal field has no digit cap and reads as a float")
+            return DECIMAL
+        return rf"\d{{1,{self.max_digits}}}" if self.max_digits else r"\d+"
+
+    @property
+    def chars(self) -> str:
+        return "0123456789." if self.dot else "0123456789"
+
+
+NUMBER = FieldKind(dot=True, max_digits=0, value=float)
+"""A decimal number that ``float()`` reads: a garbled "1.2.3" or "." makes no stats line."""
+COUNT = FieldKind(dot=False, max_digits=18, value=int)
+"""A request count: one longer than any real one makes no stats line (int() refuses 4,300 digits)."""
+DIGITS = FieldKind(dot=False, max_digits=0, value=str)
+"""Digits kept as text (an engine index "000")."""
+
+
+class Field(NamedTuple):
+    name: str
+    kind: FieldKind
+
+
+class Group(NamedTuple):
+    """Literal texts (a str, or a tuple of alternatives) with a field between each two."""
+    optional: bool
+    items: tuple
+
+
+STATS_LINE = (
+    Group(True, ("Engine ", Field("engine", DIGITS), ": ")),
+    Group(False, ("Avg prompt throughput: ", Field("prompt", NUMBER), " tokens/s, Avg generation throughput: ",
+                  Field("gen", NUMBER), " tokens/s, Running: ", Field("running", COUNT), " reqs")),
+    Group(True, (", Swapped: ", Field("swapped", DIGITS), " reqs")),
+    Group(True, ((", Pending: ", ", Waiting: "), Field("waiting", COUNT), " reqs")),
+    Group(True, (", GPU KV cache usage: ", Field("kv", NUMBER), "%")),
+)
+"""The stats line: ``(?:Engine N: )?Avg prompt throughput: X tokens/s, Avg generation throughput:
+Y tokens/s, Running: R reqs(, Swapped: S reqs)?(, (Pending|Waiting): W reqs)?(, GPU KV cache
+usage: K%)?``, searched anywhere in a line. Shape (what lets the C reader match it without
+backtracking, checked by ``_check_grammar``): at most one optional group before the one required
+group, optional groups after it; each group alternates literals and fields, starting and ending
+with a literal; the first literal of the required group (the anchor) is one text; a literal
+next to a field starts / ends with a character the field cannot hold; no alternative is a
+prefix of another; no character of the group before the anchor, nor a field there, can hold
+the anchor's first character."""
+
+ERA_MARKERS = ("MM cache hit rate", "External prefix")
+"""Field names only the 2026 V1 stats lines print."""
+IDENTITY_FIELDS = ("engine",)
+"""The fields whose text ``engine_and_era`` reads (besides which optional groups matched, whether
+any of the ``ERA_MARKERS`` is in the line, and the actor prefix)."""
+
+
+def _literals(item) -> tuple[str, ...]:
+    return item if isinstance(item, tuple) else (item,)
+
+
+def _check_grammar(groups) -> None:
+    required = [i for i, g in enumerate(groups) if not g.optional]
+    if len(required) != 1 or required[0] > 1:
+        raise ValueError("one required group, after at most one optional group")
+    for group in groups:
+        items = group.items
+        if not items or len(items) % 2 == 0:
+            raise ValueError("a group alternates literals and fields, from a literal to a literal")
+        for k, item in enumerate(items):
+            if k % 2:
+                if not isinstance(item, Field):
+                    raise ValueError(f"field expected at {item!r}")
+                item.kind.regex     # noqa: B018  (refuses a kind the readers cannot read)
+                before, after = _literals(items[k - 1]), _literals(items[k + 1])
+                if any(t[-1] in item.kind.chars for t in before) or any(t[0] in item.kind.chars for t in after):
+                    raise ValueError(f"a literal next to {item.name} could continue it")
+            else:
+                texts = _literals(item)
+                if not texts or not all(isinstance(t, str) and t and t.isascii() for t in texts):
+                    raise ValueError(f"literal texts expected at {item!r}")
+                if any(a != b and b.startswith(a) for a in texts for b in texts):
+                    raise ValueError(f"one alternative is a prefix of another in {item!r}")
+    anchor = groups[required[0]].items[0]
+    if isinstance(anchor, tuple) and len(anchor) != 1:
+        raise ValueError("the anchor is one literal")
+    if required[0] == 1:
+        prefix = groups[0].items
+        first = _literals(anchor)[0][0]
+        if any(first in t for item in prefix[::2] for t in _literals(item)) or \
+                any(first in item.kind.chars for item in prefix[1::2]):
+            raise ValueError("the group before the anchor could hold the anchor")
+
+
+def _item_regex(item) -> str:
+    if isinstance(item, Field):
+        return f"(?P<{item.name}>{item.kind.regex})"
+    texts = _literals(item)
+    return re.escape(texts[0]) if len(texts) == 1 else "(?:" + "|".join(map(re.escape, texts)) + ")"
+
+
+def grammar_regex(groups) -> str:
+    """The regex of a grammar shaped as ``STATS_LINE``."""
+    _check_grammar(groups)
+    parts = []
+    for group in groups:
+        body = "".join(_item_regex(item) for item in group.items)
+        parts.append(f"(?:{body})?" if group.optional else body)
+    return "".join(parts)
+
+
+def stats_reader_spec(groups=STATS_LINE, markers=ERA_MARKERS, identity=IDENTITY_FIELDS) -> tuple:
+    """The arguments of ``_linescan.StatsReader`` for a grammar shaped as ``STATS_LINE``, flattened:
+    ``(literals, steps, groups, fields, identity, markers)``: literals as bytes; steps as ``(first,
+    count, field)`` (the alternatives ``literals[first:first + count]``, then the field of that
+    index, -1 for none); groups as ``(optional, first step, end step)``; fields as ``(dot,
+    max_digits, value)``, value "f", "i" or "s" (float, int, str); identity as field indices;
+    markers as bytes."""
+    _check_grammar(groups)
+    fields = [item for group in groups for item in group.items[1::2]]
+    index = {field.name: i for i, field in enumerate(fields)}
+    literals, steps, spans = [], [], []
+    for group in groups:
+        first = len(steps)
+        for k in range(0, len(group.items), 2):
+            texts = _literals(group.items[k])
+            field = group.items[k + 1] if k + 1 < len(group.items) else None
+            steps.append((len(literals), len(texts), -1 if field is None else index[field.name]))
+            literals.extend(text.encode() for text in texts)
+        spans.append((group.optional, first, len(steps)))
+    kinds = tuple((f.kind.dot, f.kind.max_digits, {float: "f", int: "i", str: "s"}[f.kind.value]) for f in fields)
+    return (tuple(literals), tuple(steps), tuple(spans), kinds, tuple(index[name] for name in identity),
+            tuple(m.encode() for m in markers))
+
+
+STATS_FIELDS = tuple(item for group in STATS_LINE for item in group.items[1::2])
+"""The fields of ``STATS_LINE`` in order (the order of ``stats_values`` and the C reader's values)."""
+_NUMBER = NUMBER.regex
+_COUNT = COUNT.regex
+STATS_RE = re.compile(grammar_regex(STATS_LINE))
+_ANCHOR = next(_literals(g.items[0])[0] for g in STATS_LINE if not g.optional)
+_BEFORE_ANCHOR = STATS_LINE[0].items[0] if STATS_LINE[0].optional else None
+"""The literal "Engine " that starts the group before the anchor, found nowhere else in it (what
+``stats_match`` relies on)."""
 PREFIX_RE = re.compile(r"^\s*\((?P<actor>[A-Za-z0-9_]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9.:a-f]+))?\)")
 # The same patterns for ASCII text (``str.isascii()``, constant time): identical matches there
 # (``\s`` spelled as the ASCII characters Unicode calls whitespace), found faster.
@@ -59,7 +208,7 @@ def engine_and_era(text: str, m: re.Match, source: str) -> tuple[str, str]:
     if m.group("swapped") is not None:
         era = "v0"
     elif engine_idx is not None:
-        era = "v1-2026" if "MM cache hit rate" in text or "External prefix" in text else "v1"
+        era = "v1-2026" if any(marker in text for marker in ERA_MARKERS) else "v1"
     else:
         era = "v1-early"
     return engine, era
@@ -67,21 +216,40 @@ def engine_and_era(text: str, m: re.Match, source: str) -> tuple[str, str]:
 
 def stats_match(text: str) -> re.Match | None:
     """The ``STATS_RE`` match of a line (the ASCII form for ASCII text). The leftmost match starts
-    at the first "Avg prompt throughput: " or at the "Engine " just before it: searching from
-    there finds the same match as searching the whole line, faster."""
-    pos = text.find("Avg prompt throughput: ")
+    at the first anchor ("Avg prompt throughput: ") or at the "Engine " just before it (the group
+    before the anchor cannot hold one): searching from there finds the same match as searching
+    the whole line, faster."""
+    pos = text.find(_ANCHOR)
     if pos < 0:
         return None
-    engine_pos = text.rfind("Engine ", 0, pos)
-    return (STATS_RE_ASCII if text.isascii() else STATS_RE).search(text, engine_pos if engine_pos >= 0 else pos)
+    if _BEFORE_ANCHOR is not None:
+        before = text.rfind(_BEFORE_ANCHOR, 0, pos)
+        pos = before if before >= 0 else pos
+    return (STATS_RE_ASCII if text.isascii() else STATS_RE).search(text, pos)
+
+
+def stats_values(m: re.Match) -> tuple:
+    """The values of a match's ``STATS_FIELDS`` (None for a field that did not match), as the C
+    reader's ``fields`` gives them."""
+    return tuple(None if text is None else field.kind.value(text)
+                 for field, text in zip(STATS_FIELDS, m.group(*_FIELD_NAMES)))
+
+
+_FIELD_NAMES = tuple(field.name for field in STATS_FIELDS)
+_SAMPLE_FIELDS = tuple(_FIELD_NAMES.index(name) for name in ("prompt", "gen", "running", "waiting", "kv"))
+
+
+def sample_of_values(text: str, values: tuple, engine: str, era: str, source: str, line: int,
+                     ts: float | None) -> StatsSample:
+    """The sample of a stats line from its ``stats_values`` and its ``engine_and_era``."""
+    prompt, gen, running, waiting, kv = (values[i] for i in _SAMPLE_FIELDS)
+    return StatsSample(engine=engine, ts=ts, prompt_tok_s=prompt, gen_tok_s=gen, running=running,
+                       waiting=waiting or 0, kv_pct=kv, source=source, line=line, era=era, text=text)
 
 
 def stats_sample(text: str, m: re.Match, engine: str, era: str, source: str, line: int, ts: float | None) -> StatsSample:
     """The sample of a stats line from its match and its ``engine_and_era``."""
-    prompt, gen, running, waiting, kv = m.group("prompt", "gen", "running", "waiting", "kv")
-    return StatsSample(engine=engine, ts=ts, prompt_tok_s=float(prompt), gen_tok_s=float(gen), running=int(running),
-                       waiting=int(waiting or 0), kv_pct=float(kv) if kv else None, source=source, line=line, era=era,
-                       text=text)
+    return sample_of_values(text, stats_values(m), engine, era, source, line, ts)
 
 
 def parse_stats(text: str, source: str, line: int, ts: float | None) -> StatsSample | None:

@@ -158,65 +158,222 @@ def _stats_cases(rng: random.Random) -> list[str]:
     return cases
 
 
-def test_stats_line_reads_what_the_regex_reads():
+def _reader(groups=None, markers=None, identity=None):
+    from rlhealth.probes.parse import vllm as vp
+
+    return _linescan.StatsReader(*vp.stats_reader_spec(groups or vp.STATS_LINE, markers or vp.ERA_MARKERS,
+                                                       identity or vp.IDENTITY_FIELDS))
+
+
+def _expected_key(text: str, m, groups, markers, identity) -> bytes:
+    """The memo key ``StatsReader.line`` documents, from the regex match: head, identity texts,
+    which groups matched (the ones of its fields that matched: for a grammar whose groups all hold
+    a field), whether it holds a marker."""
+    close = text.find(")")
+    key = text[:close + 1].encode() + b"\0"
+    for name in identity:
+        key += b"1" + m.group(name).encode() if m.group(name) is not None else b"0"
+        key += b"\0"
+    key += b"\0"
+    for group in groups:
+        names = [item.name for item in group.items[1::2]]
+        key += b"1" if m.group(names[0]) is not None else b"0"
+    return key + (b"1" if any(marker in text for marker in markers) else b"0")
+
+
+def _check_line(reader, text: str, regex, groups, markers, identity) -> bool:
+    """``reader.line`` and ``reader.fields`` against the regex on one line; True when it matched."""
+    from rlhealth.probes.parse import vllm as vp
+
+    raw = text.encode()
+    got = reader.line(raw)
+    values = reader.fields(text)
+    if any(not (0x20 <= b <= 0x7e or b == 9) for b in raw):
+        assert got is False, text
+        if not text.isascii():
+            assert values is NotImplemented, text
+            return False
+    m = regex.search(text)
+    if m is None:
+        assert got in (None, False) and values is None, text
+        return False
+    if got is not False:
+        assert got[0] == text and got[2] == text.find(")"), text
+        if all(group.items[1::2] for group in groups):
+            assert got[1] == _expected_key(text, m, groups, markers, identity), text
+    fields = [item for group in groups for item in group.items[1::2]]
+    want = tuple(None if m.group(f.name) is None else f.kind.value(m.group(f.name)) for f in fields)
+    assert values == want and [type(v) for v in values] == [type(v) for v in want], text
+    assert all(repr(a) == repr(b) for a, b in zip(values, want)), text
+    if groups is vp.STATS_LINE:
+        assert vp.stats_values(m) == want and vp.stats_match(text).group(0) == m.group(0), text
+    return True
+
+
+def test_stats_reader_reads_what_the_regex_reads():
+    """``StatsReader.line`` / ``.fields`` against ``STATS_RE`` over fuzzed lines: the same match,
+    fields of the same types and values (a decimal past the float range is inf both ways), None
+    without a match, False / NotImplemented for non-printable / non-ASCII text; counts longer than
+    18 digits make no match."""
     from rlhealth.probes.parse import vllm as vp
 
     rng = random.Random(11)
-    matched = 0
-    for text in _stats_cases(rng):
-        raw = text.encode()
-        got = _linescan.stats_line(raw)
-        if any(not (0x20 <= b <= 0x7e or b == 9) for b in raw):
-            assert got is False, text
-            continue
-        m = vp.STATS_RE.search(text)
-        if m is None:
-            assert got is None, text
-            continue
-        matched += 1
-        assert got == (text, m.group("engine"), m.group("swapped") is not None,
-                       "MM cache hit rate" in text or "External prefix" in text, text.find(")")), text
-        assert vp.stats_match(text).group(0) == m.group(0)
+    reader = _reader()
+    matched = sum(_check_line(reader, text, vp.STATS_RE, vp.STATS_LINE, vp.ERA_MARKERS, vp.IDENTITY_FIELDS)
+                  for text in _stats_cases(rng))
     assert matched > 1000
+    long_count = _FULL.replace("Running: 3", "Running: " + "3" * 19)
+    assert reader.fields(long_count) is None and vp.STATS_RE.search(long_count) is None
+    with pytest.raises(TypeError):
+        reader.fields(b"bytes")
 
 
-def test_stats_fields_read_what_stats_sample_reads():
-    """``stats_fields`` against the regex match read by ``vllm.stats_sample``: the same numbers
-    (the same types; a decimal past the float range is inf both ways), None without a match,
-    NotImplemented for non-ASCII text; counts longer than 18 digits make no match."""
+def _field_text(rng: random.Random, kind) -> str:
+    """A field's text: mostly one the kind holds, else a near miss (empty, too long, two dots, a
+    lone dot, a letter, a non-ASCII digit)."""
+    digits = "".join(rng.choice("0123456789") for _ in range(rng.choice([1, 1, 2, 3, 5, 17, 18, 19, 25])))
+    if kind.dot and rng.random() < 0.5:
+        cut = rng.randint(0, len(digits))
+        digits = digits[:cut] + "." + digits[cut:]
+    roll = rng.random()
+    if roll < 0.8:
+        return digits
+    return rng.choice(["", ".", "1.2.3", "..", "1a", "x", "٣", "1" * 400, "0" * 30 + "7", "-1", " 1", "1e5", "5."])
+
+
+def _literal_text(rng: random.Random, item) -> str:
+    texts = item if isinstance(item, tuple) else (item,)
+    text = rng.choice(texts)
+    roll = rng.random()
+    if roll < 0.9:
+        return text
+    if roll < 0.95 and len(text) > 1:
+        k = rng.randrange(len(text))
+        return text[:k] + text[k + 1:]                      # a character missing
+    return text.upper() if text.upper() != text else text + "!"
+
+
+def _grammar_lines(rng: random.Random, groups, count: int, noise: list[str]) -> list[str]:
+    """Lines generated from a grammar description: each group present or not (the required one
+    mostly present), its literals mostly exact, its fields mostly valid, between noise, some
+    lines holding two candidate matches."""
+    from rlhealth.probes.parse.vllm import Field
+
+    def one() -> str:
+        out = []
+        for group in groups:
+            if group.optional and rng.random() < 0.4:
+                continue
+            if not group.optional and rng.random() < 0.05:
+                continue
+            for item in group.items:
+                out.append(_field_text(rng, item.kind) if isinstance(item, Field) else _literal_text(rng, item))
+        return "".join(out)
+
+    lines = []
+    for _ in range(count):
+        parts = [rng.choice(noise) for _ in range(rng.randint(0, 3))]
+        parts.insert(rng.randint(0, len(parts)), one())
+        if rng.random() < 0.2:
+            parts.insert(rng.randint(0, len(parts)), one())
+        lines.append("".join(parts))
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lines_generated_from_the_description_read_alike(seed):
+    """Lines generated from ``STATS_LINE`` itself (every optional group on and off, near-miss
+    numbers and literals): the C reader and ``STATS_RE`` agree on each."""
     from rlhealth.probes.parse import vllm as vp
 
-    rng = random.Random(12)
-    read = 0
-    for text in _stats_cases(rng):
-        got = _linescan.stats_fields(text)
-        if not text.isascii():
-            assert got is NotImplemented, text
-            continue
-        m = vp.STATS_RE.search(text)
-        if m is None:
-            assert got is None, text
-            continue
-        read += 1
-        sample = vp.stats_sample(text, m, "e", "v1", "s", 1, None)
-        want = (sample.prompt_tok_s, sample.gen_tok_s, sample.running, sample.waiting, sample.kv_pct)
-        assert got == want and [type(v) for v in got] == [type(v) for v in want], text
-        assert all(repr(a) == repr(b) for a, b in zip(got, want)), text
-    assert read > 1000
-    long_count = _FULL.replace("Running: 3", "Running: " + "3" * 19)
-    assert _linescan.stats_fields(long_count) is None and vp.STATS_RE.search(long_count) is None
+    rng = random.Random(100 + seed)
+    reader = _reader()
+    noise = ["", " ", "(EngineCore_DP0 pid=12) ", "INFO 08-02 11:59:41 [loggers.py:259] ", "Engine 3: ", "Engine ",
+             ", Prefix cache hit rate: 12.0%", ", MM cache hit rate: 0.0%", "External prefix", "\t", "é", ")", "9"]
+    lines = _grammar_lines(rng, vp.STATS_LINE, 4000, noise)
+    matched = sum(_check_line(reader, text, vp.STATS_RE, vp.STATS_LINE, vp.ERA_MARKERS, vp.IDENTITY_FIELDS)
+                  for text in lines)
+    assert 1000 < matched < len(lines)
+
+
+def test_another_description_reads_alike():
+    """The C reader interprets the description it is given, not the vLLM line: a made-up grammar
+    (alternatives in the group before the anchor, a group without fields, a digits field in the
+    required group, an int field capped at 3 digits) read by it and by its generated regex."""
+    import re
+
+    from rlhealth.probes.parse import vllm as vp
+    from rlhealth.probes.parse.vllm import COUNT, DIGITS, NUMBER, Field, FieldKind, Group
+
+    small = FieldKind(dot=False, max_digits=3, value=int)
+    groups = (
+        Group(True, (("rank ", "node "), Field("who", DIGITS), "/", Field("of", small), " | ")),
+        Group(False, ("step=", Field("step", COUNT), " loss=", Field("loss", NUMBER), " id=", Field("id", DIGITS), ";")),
+        Group(True, (" (eval)",)),
+        Group(True, ((" lr=", " LR="), Field("lr", NUMBER), " x")),
+    )
+    regex = re.compile(vp.grammar_regex(groups))
+    reader = _reader(groups, ("nan", "warmup"), ("who", "of"))
+    rng = random.Random(9)
+    lines = _grammar_lines(rng, groups, 6000, ["", " ", "warmup ", "nan", "rank ", "step=", "x)", "7"])
+    matched = sum(_check_line(reader, text, regex, groups, ("nan", "warmup"), ("who", "of")) for text in lines)
+    assert 1000 < matched < len(lines)
+
+
+@pytest.mark.parametrize("groups", [
+    "two required", "required third", "field after field", "literal continues a field", "prefix alternatives",
+    "anchor alternatives", "anchor in the group before", "capped decimal"])
+def test_descriptions_the_readers_cannot_read_alike_are_refused(groups):
+    from rlhealth.probes.parse import vllm as vp
+    from rlhealth.probes.parse.vllm import COUNT, NUMBER, Field, FieldKind, Group
+
+    req = Group(False, ("a: ", Field("a", COUNT), " b"))
+    cases = {
+        "two required": (req, req),
+        "required third": (Group(True, ("x",)), Group(True, ("y",)), req),
+        "field after field": (Group(False, ("a: ", Field("a", COUNT), Field("b", COUNT), " b")),),
+        "literal continues a field": (Group(False, ("a: ", Field("a", NUMBER), ".5 b")),),
+        "prefix alternatives": (Group(True, ("ab", "abc")), req),
+        "anchor alternatives": (Group(False, (("a: ", "c: "), Field("a", COUNT), " b")),),
+        "anchor in the group before": (Group(True, ("say a",)), req),
+        "capped decimal": (Group(False, ("a: ", Field("a", FieldKind(True, 5, float)), " b")),),
+    }
+    with pytest.raises(ValueError):
+        vp.grammar_regex(cases[groups])
+    with pytest.raises(ValueError):
+        vp.stats_reader_spec(cases[groups], (), ())
+
+
+def test_stats_reader_refuses_a_malformed_spec():
+    from rlhealth.probes.parse import vllm as vp
+
+    literals, steps, groups, fields, identity, markers = vp.stats_reader_spec()
+    for bad in [(literals, steps, groups, fields[:2], identity, markers),          # a field index past the fields
+                (literals[:3], steps, groups, fields, identity, markers),          # a step's literals past them
+                (literals, steps[:3], groups, fields, identity, markers),          # a group's steps past them
+                (literals, steps, groups, ((True, 0, "i"),) + fields[1:], identity, markers),
+                (literals, steps, groups, ((False, 19, "i"),) + fields[1:], identity, markers),
+                (literals, steps, groups[1:2] * 2, fields, identity, markers),     # two required groups
+                (literals, steps, groups[2:], fields, identity, markers),          # none
+                (literals, steps, groups, fields, (99,), markers)]:
+        with pytest.raises(ValueError):
+            _linescan.StatsReader(*bad)
     with pytest.raises(TypeError):
-        _linescan.stats_fields(b"bytes")
+        _linescan.StatsReader((b"",), ((0, 1, -1),), ((False, 0, 1),), (), (), ())     # an empty literal
+    with pytest.raises(TypeError):
+        _linescan.StatsReader(literals, steps, groups, fields, identity, ("text",))
 
 
 def test_stats_line_takes_buffers_and_real_lines():
     line = (b"(AsyncVLLMInferenceEngine pid=3117, ip=10.1.1.11) INFO 08-02 11:59:41 [loggers.py:259] Engine 000: "
             b"Avg prompt throughput: 8.1 tokens/s, Avg generation throughput: 310.2 tokens/s, Running: 12 reqs, "
             b"Waiting: 0 reqs, GPU KV cache usage: 41.0%, Prefix cache hit rate: 12.0%")
-    got = _linescan.stats_line(bytearray(line))
-    assert got == (line.decode(), "000", False, False, line.index(b")"))
+    reader = _reader()
+    got = reader.line(bytearray(line))
+    assert got[0] == line.decode() and got[2] == line.index(b")")
+    assert got[1] == line[:got[2] + 1] + b"\x001000\x00\x0011011" + b"0"
     v0 = b"INFO 06-22 20:16:34 metrics.py:345] " + _FULL.encode() + b", Swapped: 0 reqs, Pending: 1 reqs"
-    assert _linescan.stats_line(memoryview(v0))[1:4] == (None, True, False)
+    assert reader.line(memoryview(v0))[1:] == (b"\x000\x00\x0001110" + b"0", -1)
 
 
 def test_stats_lines_route_as_the_regex_path_routes_them():
@@ -329,7 +486,7 @@ def test_stats_sink_takes_whole_blocks_only(tmp_path, monkeypatch):
         calls.append(text)
         return ("E#" + text[:3], "v1-early")
 
-    sink = _linescan.StatsSink(scanner.stats_id, "f.log", queues, eras, {}, resolve,
+    sink = _linescan.StatsSink(_reader(), scanner.stats_id, "f.log", queues, eras, {}, resolve,
                                lambda engine: queues.setdefault(engine, []), 200, 4096, 1 << 20)
     for data in (block, mixed):
         collector = _linescan.Collector()
@@ -346,4 +503,6 @@ def test_stats_sink_takes_whole_blocks_only(tmp_path, monkeypatch):
     with pytest.raises(TypeError):
         _linescan.Collector().lines(b"x\n", 2, {}, ["k"], object())
     with pytest.raises(TypeError):
-        _linescan.StatsSink(0, "f", {}, set(), {}, None, None, 1, 1, 1)
+        _linescan.StatsSink(_reader(), 0, "f", {}, set(), {}, None, None, 1, 1, 1)
+    with pytest.raises(TypeError):
+        _linescan.StatsSink(object(), 0, "f", {}, set(), {}, len, len, 1, 1, 1)
