@@ -48,6 +48,13 @@ class Pattern:
     key: str
     regex: str
     caseless: bool = False
+    parts: tuple[str, ...] = ()
+    """The expressions hyperscan compiles in the place of ``regex``, each under this key: a line
+    matches one of them exactly when it matches ``regex`` (written so hyperscan finds literals in
+    them). Empty: ``regex`` itself."""
+
+    def expressions(self) -> tuple[str, ...]:
+        return self.parts or (self.regex,)
 
 
 @dataclass
@@ -91,9 +98,15 @@ class LineHit:
 
 
 def pattern_arguments(patterns: list[Pattern]) -> tuple[list[bytes], list[int]]:
-    """The expressions and flags a database of ``patterns`` is compiled from."""
-    return ([p.regex.encode() for p in patterns],
-            [hyperscan.HS_FLAG_CASELESS if p.caseless else 0 for p in patterns])
+    """The expressions and flags a database of ``patterns`` is compiled from (ids: positions in
+    ``expression_patterns(patterns)``)."""
+    return ([e.encode() for p in patterns for e in p.expressions()],
+            [hyperscan.HS_FLAG_CASELESS if p.caseless else 0 for p in patterns for _ in p.expressions()])
+
+
+def expression_patterns(patterns: list[Pattern]) -> list[Pattern]:
+    """The pattern of each compiled expression, by expression id."""
+    return [p for p in patterns for _ in p.expressions()]
 
 
 class Scanner:
@@ -102,13 +115,15 @@ class Scanner:
     def __init__(self, patterns: list[Pattern]):
         self.patterns = list(patterns)
         self._np = None   # numpy, imported by the first block big enough to need it (start-up time)
-        self._keys = [p.key for p in self.patterns]
+        self._expression_patterns = expression_patterns(self.patterns)
+        self._keys = [p.key for p in self._expression_patterns]
+        """The key of each compiled expression, by id (what hyperscan reports)."""
         self._key_cache: dict[int, tuple[str, ...]] = {}
         self._python_rx: dict[int, re.Pattern | None] = {}
         self._buffers = None
         self._buffer_lock = threading.Lock()
         self._db = compiled_database(*pattern_arguments(self.patterns))
-        ids = [i for i, key in enumerate(self._keys) if key == "x_stats"]
+        ids = [i for i, key in enumerate(self._keys) if key == "x_stats"]   # one expression keyed x_stats
         self.stats_id: int | None = ids[0] if len(ids) == 1 else None
         """The id of the one pattern keyed ``x_stats`` (what a ``StatsSink`` takes), else None."""
 
@@ -200,7 +215,7 @@ class Scanner:
     def _python_regex(self, pid: int):
         cache = self._python_rx
         if pid not in cache:
-            p = self.patterns[pid]
+            p = self._expression_patterns[pid]
             try:
                 cache[pid] = re.compile(p.regex.encode(), re.IGNORECASE if p.caseless else 0)
             except (re.error, ValueError, OverflowError):
