@@ -597,12 +597,14 @@ def _corpus_texts(tmp: Path) -> list[Path]:
 
 def test_event_trigger_parts_key_the_lines_the_written_trigger_keys(tmp_path, bench_bundle):
     """``x_event`` scanned as ``EVENT_SCAN_EXPRESSIONS`` keys exactly the lines the written trigger
-    (one expression, with the dropped branch) keys, and every other key stays; ``EVENT_TRIGGER``
+    (one expression, with the dropped branch) keys, and every pattern split by ``scan_expressions``
+    keys the lines it keys as one expression; ``EVENT_TRIGGER``
     as Python reads a line (``read_events``) flags exactly the lines the written trigger flags."""
     scanner = bundle_mod.scanner_for(load_catalog())
-    written = scan_mod.Scanner([p if p.key != "x_event" else scan_mod.Pattern("x_event", WRITTEN_EVENT_TRIGGER)
+    written = scan_mod.Scanner([scan_mod.Pattern(p.key, p.regex, p.caseless, parts=(p.regex,)) if p.key != "x_event"
+                                else scan_mod.Pattern("x_event", WRITTEN_EVENT_TRIGGER, parts=(WRITTEN_EVENT_TRIGGER,))
                                 for p in scanner.patterns])
-    assert len(written._keys) < len(scanner._keys)    # the parts are compiled
+    assert len(written._keys) == len(scanner.patterns) < len(scanner._keys)    # the parts are compiled
     python_old, python_new = re.compile(WRITTEN_EVENT_TRIGGER), re.compile(bundle_mod.EXTRACTORS["x_event"])
     files = _all_log_files(tmp_path, bench_bundle) + _corpus_texts(tmp_path) + [_header_lines(tmp_path)]
     event_lines = flagged = 0
