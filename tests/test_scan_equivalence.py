@@ -567,7 +567,8 @@ def test_no_pending_occurrence_leaves_the_reader(bench_bundle, monkeypatch):
 
 # The event trigger as it was written before its redundant branch was dropped and it was scanned
 # as parts: a glog F header at a line start, indented or not, is also a header after whitespace.
-WRITTEN_EVENT_TRIGGER = r"(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}|" + bundle_mod.EXTRACTORS["x_event"]
+DROPPED_EVENT_BRANCH = r"(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}"
+WRITTEN_EVENT_TRIGGER = DROPPED_EVENT_BRANCH + "|" + bundle_mod.EXTRACTORS["x_event"]
 
 
 def _header_lines(tmp: Path) -> Path:
@@ -605,18 +606,21 @@ def test_event_trigger_parts_key_the_lines_the_written_trigger_keys(tmp_path, be
                                 else scan_mod.Pattern("x_event", WRITTEN_EVENT_TRIGGER, parts=(WRITTEN_EVENT_TRIGGER,))
                                 for p in scanner.patterns])
     assert len(written._keys) == len(scanner.patterns) < len(scanner._keys)    # the parts are compiled
-    python_old, python_new = re.compile(WRITTEN_EVENT_TRIGGER), re.compile(bundle_mod.EXTRACTORS["x_event"])
+    # as Python reads a line, the written trigger is EVENT_TRIGGER or the dropped branch: they flag
+    # the same lines when every line the dropped branch matches is flagged by EVENT_TRIGGER
+    dropped, python_new = re.compile(DROPPED_EVENT_BRANCH), re.compile(bundle_mod.EXTRACTORS["x_event"])
     files = _all_log_files(tmp_path, bench_bundle) + _corpus_texts(tmp_path) + [_header_lines(tmp_path)]
     event_lines = flagged = 0
     for path in files:
-        for block_bytes in (scan_mod.BLOCK_BYTES, 4096):
+        for block_bytes in (scan_mod.BLOCK_BYTES, 4096) if path.stat().st_size <= 256 * 1024 else (scan_mod.BLOCK_BYTES,):
+            # (small blocks: a line start at every block start, where the ^ expressions match)
             expected = [(h[2], h[3]) for _, _, _, hits in written.iter_blocks(path, block_bytes) for h in hits]
             got = [(h[2], h[3]) for _, _, _, hits in scanner.iter_blocks(path, block_bytes) for h in hits]
             assert got == expected, (path, block_bytes)
         event_lines += sum("x_event" in k for _, k in expected)
         for line in path.read_bytes().split(b"\n"):
             text = clean_line(line)
-            old = python_old.search(text) is not None
-            assert (python_new.search(text) is not None) == old, (path, text)
-            flagged += old
-    assert event_lines > 100 and flagged > 100
+            if dropped.search(text):
+                assert python_new.search(text), (path, text)
+                flagged += 1
+    assert event_lines > 100 and flagged >= 8
