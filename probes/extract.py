@@ -242,17 +242,16 @@ class Extraction:
         lineno = 0
         for block, end, count, hits in scanner.iter_blocks(path, sink=sink):
             for start, line_end, index, keys in hits:
-                raw = block[start:line_end]
-                if len(raw) > max_line:
-                    raw = raw[:max_line]
+                line = block[start:line_end]
                 lane = lanes.get(keys)
                 if lane is not None:
+                    raw = line if len(line) <= max_line else line[:max_line]
                     if c_engine:
                         lane.feed_raw(raw, lineno + index + 1)
                     else:
                         lane.feed_text(clean_line(raw), lineno + index + 1)
                 else:
-                    text, at = scanner.hit_text(block[start:line_end], keys)
+                    text, at = scanner.hit_text(line, keys)
                     route(LineHit(source=source, lineno=lineno + index + 1, keys=keys, text=text,
                                   block=block, end=line_end, block_end=end, at=at))
             lineno += count

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN
-from rlhealth.probes.events import EVENT_TRIGGER
+from rlhealth.probes.events import EVENT_SCAN_EXPRESSIONS, EVENT_TRIGGER
 from rlhealth.probes.scan import Pattern, Scanner
 from rlhealth.packaged import signature_documents
 
@@ -46,11 +46,18 @@ EXTRACTOR_PREFILTERS: dict[str, str] = {
 }
 
 
+EXTRACTOR_PARTS: dict[str, tuple[str, ...]] = {
+    # the same lines, faster: see EVENT_SCAN_EXPRESSIONS
+    "x_event": EVENT_SCAN_EXPRESSIONS,
+}
+
+
 def scan_patterns(signatures: list[tuple[str, str, bool]]) -> tuple[Pattern, ...]:
     """The patterns scanned for: ``(id, pattern, caseless)`` of every signature in catalog order,
-    then every extractor (its prefilter where it has one)."""
+    then every extractor (its prefilter where it has one, its parts where it has them)."""
     return (tuple(Pattern(key, regex, caseless) for key, regex, caseless in signatures)
-            + tuple(Pattern(k, EXTRACTOR_PREFILTERS.get(k, v)) for k, v in EXTRACTORS.items()))
+            + tuple(Pattern(k, EXTRACTOR_PREFILTERS.get(k, v), parts=EXTRACTOR_PARTS.get(k, ()))
+                    for k, v in EXTRACTORS.items()))
 
 
 def packaged_signature_patterns() -> list[tuple[str, str, bool]] | None:

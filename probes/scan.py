@@ -44,6 +44,116 @@ class Pattern:
     key: str
     regex: str
     caseless: bool = False
+    parts: tuple[str, ...] = ()
+    """The expressions hyperscan compiles in the place of ``regex``, each under this key: a line
+    matches one of them exactly when it matches ``regex`` (written so hyperscan finds literals in
+    them). Empty: ``regex`` itself."""
+
+    def expressions(self) -> tuple[str, ...]:
+        """What hyperscan compiles for this pattern: ``parts``, else ``scan_expressions(regex)``."""
+        return self.parts or scan_expressions(self.regex)
+
+
+_LINE_START = "(?:^|\\n)"
+
+
+def scan_expressions(regex: str) -> tuple[str, ...]:
+    """``regex`` as hyperscan compiles it: a top-level branch ``(?:^|\\n)R`` (R at a line start)
+    as the two expressions ``^R`` and ``\\nR``, the other branches joined as one. The same matches
+    end at the same offsets (an alternation distributes over what follows it), but hyperscan ran
+    the joined start over every byte: a fifth of the whole scan for one such branch. ``(regex,)``
+    when it has no such branch, or holds a construct this split does not read."""
+    if _LINE_START not in regex:
+        return (regex,)
+    branches = _top_level_branches(regex)
+    if branches is None:
+        return (regex,)
+    others, starts = [], []
+    for b in branches:
+        rest = b[len(_LINE_START):]
+        if b.startswith(_LINE_START) and rest and rest[0] not in "*+?{|)":
+            starts += ["^" + rest, "\\n" + rest]
+        else:
+            others.append(b)
+    if not starts:
+        return (regex,)
+    return tuple((["|".join(others)] if others else []) + starts)
+
+
+def _top_level_branches(regex: str) -> list[str] | None:
+    """The branches of ``regex``'s top-level alternation (of the group spanning it all, if one
+    does); None when it holds an inline flag, a comment, a quoted span or a nested class."""
+    whole = regex
+    for _ in range(2):
+        branches, depth, start, i, n = [], 0, 0, 0, len(whole)
+        closes_at_end = False
+        while i < n:
+            c = whole[i]
+            if c == "\\":
+                if i + 1 < n and whole[i + 1] in "QE":
+                    return None
+                i += 2
+                continue
+            if c == "[":
+                i += 1
+                if i < n and whole[i] == "^":
+                    i += 1
+                if i < n and whole[i] == "]":
+                    i += 1
+                while i < n and whole[i] != "]":
+                    if whole[i] == "[":
+                        return None        # a POSIX class or a nested set
+                    i += 2 if whole[i] == "\\" else 1
+                if i >= n:
+                    return None
+            elif c == "(":
+                if whole.startswith("(?", i) and not whole.startswith(("(?:", "(?=", "(?!", "(?<=", "(?<!"), i):
+                    return None            # inline flags, comments, named groups: not split
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth < 0:
+                    return None
+                if depth == 0 and i == n - 1 and whole.startswith("(?:"):
+                    closes_at_end = True
+            elif c == "|" and depth == 0:
+                branches.append(whole[start:i])
+                start = i + 1
+            i += 1
+        if depth != 0:
+            return None
+        branches.append(whole[start:])
+        if len(branches) == 1 and closes_at_end and _group_spans(whole):
+            whole = whole[3:-1]            # "(?:A|B)": the branches of A|B
+            continue
+        return branches
+    return None
+
+
+def _group_spans(regex: str) -> bool:
+    """Whether the group opening ``regex`` closes at its last character."""
+    depth, i = 0, 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i += 1
+            if i < len(regex) and regex[i] == "^":
+                i += 1
+            if i < len(regex) and regex[i] == "]":
+                i += 1
+            while i < len(regex) and regex[i] != "]":
+                i += 2 if regex[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i == len(regex) - 1
+        i += 1
+    return False
 
 
 @dataclass
@@ -87,9 +197,15 @@ class LineHit:
 
 
 def pattern_arguments(patterns: list[Pattern]) -> tuple[list[bytes], list[int]]:
-    """The expressions and flags a database of ``patterns`` is compiled from."""
-    return ([p.regex.encode() for p in patterns],
-            [hyperscan.HS_FLAG_CASELESS if p.caseless else 0 for p in patterns])
+    """The expressions and flags a database of ``patterns`` is compiled from (ids: positions in
+    ``expression_patterns(patterns)``)."""
+    return ([e.encode() for p in patterns for e in p.expressions()],
+            [hyperscan.HS_FLAG_CASELESS if p.caseless else 0 for p in patterns for _ in p.expressions()])
+
+
+def expression_patterns(patterns: list[Pattern]) -> list[Pattern]:
+    """The pattern of each compiled expression, by expression id."""
+    return [p for p in patterns for _ in p.expressions()]
 
 
 class Scanner:
@@ -98,13 +214,15 @@ class Scanner:
     def __init__(self, patterns: list[Pattern]):
         self.patterns = list(patterns)
         self._np = None   # numpy, imported by the first block big enough to need it (start-up time)
-        self._keys = [p.key for p in self.patterns]
+        self._expression_patterns = expression_patterns(self.patterns)
+        self._keys = [p.key for p in self._expression_patterns]
+        """The key of each compiled expression, by id (what hyperscan reports)."""
         self._key_cache: dict[int, tuple[str, ...]] = {}
         self._python_rx: dict[int, re.Pattern | None] = {}
         self._buffers = None
         self._buffer_lock = threading.Lock()
         self._db = compiled_database(*pattern_arguments(self.patterns))
-        ids = [i for i, key in enumerate(self._keys) if key == "x_stats"]
+        ids = [i for i, key in enumerate(self._keys) if key == "x_stats"]   # one expression keyed x_stats
         self.stats_id: int | None = ids[0] if len(ids) == 1 else None
         """The id of the one pattern keyed ``x_stats`` (what a ``StatsSink`` takes), else None."""
 
@@ -196,7 +314,7 @@ class Scanner:
     def _python_regex(self, pid: int):
         cache = self._python_rx
         if pid not in cache:
-            p = self.patterns[pid]
+            p = self._expression_patterns[pid]
             try:
                 cache[pid] = re.compile(p.regex.encode(), re.IGNORECASE if p.caseless else 0)
             except (re.error, ValueError, OverflowError):

@@ -49,7 +49,7 @@ INCIDENTS = incident_dirs()
 # ----------------------------------------------------------------------------- reference scanner
 def reference_scan_file(self, path, source, on_hit, block_bytes=scan_mod.BLOCK_BYTES):
     """The original ``Scanner.scan_file``: carry + data blocks, bytes.count per match."""
-    keys = [p.key for p in self.patterns]
+    keys = [p.key for p in scan_mod.expression_patterns(self.patterns)]
     lineno = 0
     carry = b""
     with open(path, "rb") as handle:
@@ -106,7 +106,7 @@ def _reference_block(self, block, source, lineno, keys, on_hit):
                 ids.add(matches[i][1])
                 i += 1
             raw = block[line_start:line_end]
-            hit_keys = tuple(sorted(keys[k] for k in ids))
+            hit_keys = tuple(sorted({keys[k] for k in ids}))   # the distinct keys (a pattern may be several expressions)
             # the text of one line (its cap and the match position of a long line): Scanner.hit_text
             text, at = self.hit_text(raw, hit_keys)
             on_hit(LineHit(source=source, lineno=current + 1, keys=hit_keys, text=text, block=block, end=line_end, at=at))
@@ -563,3 +563,64 @@ def test_no_pending_occurrence_leaves_the_reader(bench_bundle, monkeypatch):
         for path, rel in files[:3]:
             assert _pending_occurrences(bundle_mod.scan_log_file(path, rel, catalog=catalog, split_at_boundaries=True)) == 0
     assert routed > 100
+
+
+# The event trigger as it was written before its redundant branch was dropped and it was scanned
+# as parts: a glog F header at a line start, indented or not, is also a header after whitespace.
+DROPPED_EVENT_BRANCH = r"(?:^|\n)\s*F[0-9]{4} [0-9]{2}:[0-9]{2}"
+WRITTEN_EVENT_TRIGGER = DROPPED_EVENT_BRANCH + "|" + bundle_mod.EXTRACTORS["x_event"]
+
+
+def _header_lines(tmp: Path) -> Path:
+    """Lines at the edges of the severity-header branch and of the dropped one."""
+    lines = [b"F0801 12:00:00.1 1 a.cc:1] x", b"  F0801 12:00:00", b"\tF1234 12:34", b"\x0bF1234 12:34",
+             b"\xc2\xa0F1234 12:34", b"xF0801 12:00:00", b"[W801 05:20:04.1 x.cpp:3] w", b"]C1234 00:00", b":E123 45:67",
+             b"(E0801 12:00:00", b"E12 12:00", b"E12345 12:00", b"I0801 12:00:00", b"E0801 1:00:00", b"E0801 12:0",
+             b"W0801  12:00", b"\r\nF0801 12:00:00", b" \n \nF9999 99:99", b"e0801 12:00:00", b"F0801 12:00:00\r"]
+    lines += [c + d + b"12 " + b"34:56" for c in (b"E", b"W", b"F", b"C", b" E", b" C") for d in (bytes([x]) for x in b"0123456789")]
+    path = tmp / "headers.log"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _corpus_texts(tmp: Path) -> list[Path]:
+    import yaml
+
+    out = []
+    for name in ("corpus.yaml", "events_corpus.yaml"):
+        entries = yaml.safe_load((REPO / "tests" / "realworld" / name).read_text(encoding="utf-8"))["entries"]
+        path = tmp / f"realworld-{name}.log"
+        path.write_text("".join(e["text"] if e["text"].endswith("\n") else e["text"] + "\n"
+                                for e in entries if e.get("text")), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def test_event_trigger_parts_key_the_lines_the_written_trigger_keys(tmp_path, bench_bundle):
+    """``x_event`` scanned as ``EVENT_SCAN_EXPRESSIONS`` keys exactly the lines the written trigger
+    (one expression, with the dropped branch) keys, and every pattern split by ``scan_expressions``
+    keys the lines it keys as one expression; ``EVENT_TRIGGER``
+    as Python reads a line (``read_events``) flags exactly the lines the written trigger flags."""
+    scanner = bundle_mod.scanner_for(load_catalog())
+    written = scan_mod.Scanner([scan_mod.Pattern(p.key, p.regex, p.caseless, parts=(p.regex,)) if p.key != "x_event"
+                                else scan_mod.Pattern("x_event", WRITTEN_EVENT_TRIGGER, parts=(WRITTEN_EVENT_TRIGGER,))
+                                for p in scanner.patterns])
+    assert len(written._keys) == len(scanner.patterns) < len(scanner._keys)    # the parts are compiled
+    # as Python reads a line, the written trigger is EVENT_TRIGGER or the dropped branch: they flag
+    # the same lines when every line the dropped branch matches is flagged by EVENT_TRIGGER
+    dropped, python_new = re.compile(DROPPED_EVENT_BRANCH), re.compile(bundle_mod.EXTRACTORS["x_event"])
+    files = _all_log_files(tmp_path, bench_bundle) + _corpus_texts(tmp_path) + [_header_lines(tmp_path)]
+    event_lines = flagged = 0
+    for path in files:
+        for block_bytes in (scan_mod.BLOCK_BYTES, 4096) if path.stat().st_size <= 256 * 1024 else (scan_mod.BLOCK_BYTES,):
+            # (small blocks: a line start at every block start, where the ^ expressions match)
+            expected = [(h[2], h[3]) for _, _, _, hits in written.iter_blocks(path, block_bytes) for h in hits]
+            got = [(h[2], h[3]) for _, _, _, hits in scanner.iter_blocks(path, block_bytes) for h in hits]
+            assert got == expected, (path, block_bytes)
+        event_lines += sum("x_event" in k for _, k in expected)
+        for line in path.read_bytes().split(b"\n"):
+            text = clean_line(line)
+            if dropped.search(text):
+                assert python_new.search(text), (path, text)
+                flagged += 1
+    assert event_lines > 100 and flagged >= 8

@@ -22,17 +22,20 @@ class Events(Extractor):
         self.open_events: dict[str | None, events_mod.LogEvent] = {}
         """The newest event of each process (line prefix) of the current file; that process's
         lines up to its ``last_line`` belong to it (interleaved ranks keep their own tracebacks)."""
+        self.open_until = 0
+        """No event of ``open_events`` ends after this line (a line after it needs no ``peel``)."""
 
     def begin(self, file: FileInfo) -> None:
         super().begin(file)
         self.open_events = {}
+        self.open_until = 0
 
     def __getstate__(self):
-        return {"log": self.log, "open_events": {}}
+        return {"log": self.log, "open_events": {}, "open_until": 0}
 
     def open_event(self, hit) -> events_mod.LogEvent | None:
         """The event whose lines hold ``hit`` (same process), if any."""
-        if not self.open_events:
+        if hit.lineno > self.open_until or not self.open_events:
             return None
         ev = self.open_events.get(events_mod.peel(hit.text).process)
         return ev if ev is not None and ev.first_line <= hit.lineno <= ev.last_line else None
@@ -57,7 +60,9 @@ class Events(Extractor):
             ev.at = hit.at
         if len(self.open_events) >= MAX_OPEN_EVENTS:
             self.open_events.clear()
+            self.open_until = 0
         self.open_events[ev.process] = ev
+        self.open_until = max(self.open_until, ev.last_line)
         self.log.add(ev)
 
     def merge(self, later: Events) -> None:

@@ -43,6 +43,14 @@ _EPOCH_PREFIX = re.compile(r"\btime=(\d{10})\b")
 # - on ASCII text the ``re.ASCII`` form of a pattern without ``\s`` matches exactly what the
 #   Unicode form matches (``\d``/``\b`` agree on ASCII characters), and faster.
 _ISO_HINT = re.compile(r"-\d{2}-\d{2}[ T_]\d{2}:\d{2}:\d{2}")
+# - likewise every vLLM match holds ``-DD DD:DD:DD`` at most 11 characters after its start
+#   (``CRITICAL DD``): a line without it skips the vLLM search, which otherwise tries its level
+#   alternation at every position.
+_VLLM_HINT = re.compile(r"-\d{2} \d{2}:\d{2}:\d{2}")
+_VLLM_LEAD = len("CRITICAL 00")
+# - a ``dmesg -T`` or syslog stamp starts the line after whitespace (``\s``: ``str.isspace``) with
+#   "[" or a month's initial: any other first character skips both.
+_LEADS = frozenset("[" + "".join(m[0] for m in _MONTHS))
 _ISO_ASCII = re.compile(_ISO.pattern, re.ASCII)
 _VLLM_ASCII = re.compile(_VLLM.pattern, re.ASCII)
 _GLOG_ASCII = re.compile(_GLOG.pattern, re.ASCII)
@@ -91,14 +99,16 @@ def _yearless(mo: int, d: int, hh: int, mi: int, ss: int, reference_epoch: float
 
 def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
     """Epoch seconds of the timestamp of ``text`` (naive times are UTC); forms: module docstring."""
-    m = _DMESG_T.match(text)
-    if m:
-        mon, d, hh, mi, ss, y = m.groups()
-        return _mk(int(y), _MONTHS[mon], int(d), int(hh), int(mi), int(ss))
-    m = _SYSLOG.match(text)
-    if m:
-        mon, d, hh, mi, ss = m.groups()
-        return _yearless(_MONTHS[mon], int(d), int(hh), int(mi), int(ss), reference_epoch)
+    lead = text[:1]
+    if lead in _LEADS or lead.isspace():
+        m = _DMESG_T.match(text)
+        if m:
+            mon, d, hh, mi, ss, y = m.groups()
+            return _mk(int(y), _MONTHS[mon], int(d), int(hh), int(mi), int(ss))
+        m = _SYSLOG.match(text)
+        if m:
+            mon, d, hh, mi, ss = m.groups()
+            return _yearless(_MONTHS[mon], int(d), int(hh), int(mi), int(ss), reference_epoch)
     ascii_text = text.isascii()
     hint = _ISO_HINT.search(text)
     m = (_ISO_ASCII if ascii_text else _ISO).search(text, max(0, hint.start() - 4)) if hint else None
@@ -109,7 +119,8 @@ def line_timestamp(text: str, reference_epoch: float | None) -> float | None:
             if frac:
                 t += float("0." + frac)
             return t - _tz_offset(tz)
-    m = (_VLLM_ASCII if ascii_text else _VLLM).search(text)
+    hint = _VLLM_HINT.search(text)
+    m = (_VLLM_ASCII if ascii_text else _VLLM).search(text, max(0, hint.start() - _VLLM_LEAD)) if hint else None
     if m:
         return _yearless(*(int(g) for g in m.groups()), reference_epoch)
     m = (_GLOG_ASCII if ascii_text else _GLOG).search(text)

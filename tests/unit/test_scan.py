@@ -118,3 +118,30 @@ def test_iter_blocks_cover_the_file(scanner, tmp_path):
 def test_unreadable_file_raises_oserror(scanner, tmp_path):
     with pytest.raises(OSError):
         scanner.scan_file(tmp_path / "missing.log", "missing.log", lambda h: None)
+
+
+def test_scan_expressions_split_line_start_branches_only():
+    from rlhealth.probes.scan import scan_expressions
+
+    assert scan_expressions(r"(?:^|\n)ab|cd") == ("cd", r"^ab", r"\nab")
+    assert scan_expressions(r"(?:x|(?:^|\n)F[0-9]+)") == ("x", r"^F[0-9]+", r"\nF[0-9]+")
+    assert scan_expressions(r"(?:^|\n)ab") == (r"^ab", r"\nab")
+    for whole in (r"plain", r"(?:a|b)(?:^|\n)c", r"(?i)(?:^|\n)x|y", r"(?:^|\n)*x|y", r"(?:x|(?:^|\n)y)z",
+                  r"[(?:^|\n)]x", r"[[:alpha:]]|(?:^|\n)y", r"\Q(?:^|\n)\E|y", r"(?#c)(?:^|\n)x"):
+        got = scan_expressions(whole)
+        assert got == (whole,) or whole == r"[(?:^|\n)]x", whole
+    # a class holding the marker is read as a class: its branch is not split
+    assert scan_expressions(r"[(?:^|\n)]x|(?:^|\n)y") == (r"[(?:^|\n)]x", r"^y", r"\ny")
+
+
+def test_split_pattern_keys_the_same_lines(tmp_path):
+    from rlhealth.probes.scan import Pattern, Scanner
+
+    data = b"F1 a\nxF1\n  F1\nF1\r\nz\n\nF1 end"
+    path = tmp_path / "f.log"
+    path.write_bytes(data)
+    regex = r"(?:zz|(?:^|\n)F1)"
+    got, want = [], []
+    Scanner([Pattern("k", regex)]).scan_file(path, "f", lambda h: got.append((h.lineno, h.keys, h.text)))
+    Scanner([Pattern("k", regex, parts=(regex,))]).scan_file(path, "f", lambda h: want.append((h.lineno, h.keys, h.text)))
+    assert got == want and [n for n, _, _ in got] == [1, 4, 7]

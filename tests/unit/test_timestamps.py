@@ -100,3 +100,19 @@ def test_parse_iso_refuses(text):
 def test_iso_writes_whole_seconds_utc():
     assert iso(_epoch(2026, 8, 1, 12) + 0.75) == "2026-08-01T12:00:00Z"
     assert iso(None) is None
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("\u00a0Apr 29 19:24:11 host kernel: x", 1777490651.0),        # any whitespace before a syslog stamp
+    ("\u2003[Fri Aug  9 13:32:56 2024] x", 1723210376.0),          # ... and before a dmesg -T stamp
+    ("\tMay  7 01:02:03 h x", 1778115723.0),
+    ("xINFO 08-01 12:00:00 y", None),                               # no word boundary before the level
+    ("a-01 12:00:00 CRITICAL 08-01 12:00:00 y", 1754049600.0),     # a decoy "-DD DD:DD:DD" before the record
+    ("(actor pid=1) WARN 08-01 12:00:00 [x.py:1] y", 1754049600.0),
+    ("Zz INFO 08-01 12:00:00", 1754049600.0),
+    ("Generation Buffer Progress: 8/32 [24:00<?, ?it/s]", None),
+])
+def test_leading_stamps_and_vllm_records_where_the_quick_checks_look(line, expected):
+    """Values as the reader gave them before it skipped searches by a line's first character and
+    by the vLLM form's ``-DD DD:DD:DD``."""
+    assert line_timestamp(line, 1785000000.0) == expected
