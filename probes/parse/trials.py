@@ -54,13 +54,20 @@ _EPISODES_RE = re.compile(rb'"n_episodes"\s*:\s*([0-9]+)')
 # (Terminus / OpenCode style stop, finish, exit or termination reason) or terminal-bench's
 # ``failure_mode``. Without one, the exception type stands for the stop reason (the observer
 # maps both through rules/trial_exceptions.yaml ``stop_reasons``).
-STOP_REASON_FIELDS = (("agent_result", "metadata", "stop_reason"), ("agent_result", "metadata", "finish_reason"),
-                      ("agent_result", "metadata", "exit_reason"), ("agent_result", "metadata", "termination_reason"),
-                      ("agent_result", "stop_reason"), ("stop_reason",), ("failure_mode",))
+_METADATA_STOP_KEYS = ("stop_reason", "finish_reason", "exit_reason", "termination_reason")
+"""under ``agent_result.metadata``"""
+_AGENT_STOP_KEYS = ("stop_reason",)
+"""under ``agent_result``"""
+_TOP_STOP_KEYS = ("stop_reason", "failure_mode")
+"""at the top of result.json"""
+STOP_REASON_FIELDS = (tuple(("agent_result", "metadata", key) for key in _METADATA_STOP_KEYS)
+                      + tuple(("agent_result", key) for key in _AGENT_STOP_KEYS)
+                      + tuple((key,) for key in _TOP_STOP_KEYS))
 STOP_REASON_MAX_CHARS = 80
 _STOP_REASON_RE = re.compile(rb'"(?:stop_reason|finish_reason|exit_reason|termination_reason|failure_mode)"\s*:\s*"([^"]{1,80})"')
 _EXC_NAME_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit))\b")
 
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 """O_NONBLOCK: a FIFO planted as a trial file never blocks the reader (regular files ignore it)."""
 _ABSENT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
@@ -175,22 +182,6 @@ def _aware(text: str) -> bool:
     return "Z" in tail or "z" in tail or "+" in tail or "-" in tail
 
 
-def _wall_clock(read: TrialRead, obj: dict, parse) -> None:
-    """``read.wall_s``/``wall_state`` from the trial's own ``started_at``/``finished_at``."""
-    finished = obj.get("finished_at")
-    if finished is None:
-        return
-    read.wall_state = WALL_UNTIMED
-    started = obj.get("started_at")
-    if not isinstance(started, str) or not isinstance(finished, str) or _aware(started) != _aware(finished):
-        return
-    a = read.started_at
-    b = parse(finished)
-    if a is not None and b is not None and b >= a:
-        read.wall_s = b - a
-        read.wall_state = WALL_MEASURED
-
-
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
@@ -247,7 +238,10 @@ _USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_inf
 _WS = re.compile(rb"[ \t\n\r]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _SCALAR = re.compile(rb'[^,:{}\[\]" \t\n\r]+')
+_STRUCTURE_BYTES = b'"[]{}'
 _STRUCTURE = re.compile(rb'["\[\]{}]')
+_STRUCTURE_NEAR = 256
+"""bytes searched with ``_STRUCTURE`` before the run is crossed with ``bytes.find``"""
 
 
 def _value_end(buf: bytes, pos: int) -> int:
@@ -261,22 +255,34 @@ def _value_end(buf: bytes, pos: int) -> int:
     if first in (b"{", b"["):
         closers = []
         i = pos
+        end = len(buf)
+        nexts = [-1] * len(_STRUCTURE_BYTES)
         while True:
-            m = _STRUCTURE.search(buf, i)
-            if m is None:
-                raise ValueError(f"unterminated {'object' if first == b'{' else 'array'} at byte {pos}")
-            ch = buf[m.start()]
+            m = _STRUCTURE.search(buf, i, i + _STRUCTURE_NEAR)
+            if m is not None:
+                at = m.start()
+            else:
+                # a long run without structure (an array of numbers): each structure byte's next
+                # position, found by bytes.find, searched for again only once passed
+                for k, known in enumerate(nexts):
+                    if known < i:
+                        known = buf.find(_STRUCTURE_BYTES[k], i)
+                        nexts[k] = known if known >= 0 else end
+                at = min(nexts)
+                if at == end:
+                    raise ValueError(f"unterminated {'object' if first == b'{' else 'array'} at byte {pos}")
+            ch = buf[at]
             if ch == 0x22:                                   # "
-                s = _STRING.match(buf, m.start())
+                s = _STRING.match(buf, at)
                 if s is None:
-                    raise ValueError(f"unterminated string at byte {m.start()}")
+                    raise ValueError(f"unterminated string at byte {at}")
                 i = s.end()
                 continue
             if ch in (0x7B, 0x5B):                           # { [
                 closers.append(ch + 2)                       # } ]
             elif not closers or closers.pop() != ch:
-                raise ValueError(f"mismatched {chr(ch)} at byte {m.start()}")
-            i = m.end()
+                raise ValueError(f"mismatched {chr(ch)} at byte {at}")
+            i = at + 1
             if not closers:
                 return i
     m = _SCALAR.match(buf, pos)
@@ -336,46 +342,31 @@ def load_used_members(buf: bytes) -> Any:
     return obj
 
 
-_parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
-"""A trial's phase boundaries repeat (one phase ends when the next starts): parsed once each."""
+@functools.lru_cache(maxsize=16)
+def _stamp(text: str) -> tuple[bool, float | None]:
+    """(``_aware(text)``, ``parse_iso(text)``). A trial's phase boundaries repeat (one phase ends
+    when the next starts): each is parsed once."""
+    tail = text[11:]
+    return "Z" in tail or "z" in tail or "+" in tail or "-" in tail, parse_iso(text)
 
 
-def _stop_reason_groups(fields: tuple[tuple[str, ...], ...]) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
-    """STOP_REASON_FIELDS as (parent path, leaf keys) runs, in order: each parent is dug once."""
-    groups: list[tuple[tuple[str, ...], list[str]]] = []
-    for path in fields:
-        if groups and groups[-1][0] == path[:-1]:
-            groups[-1][1].append(path[-1])
-        else:
-            groups.append((path[:-1], [path[-1]]))
-    return tuple((parent, tuple(leaves)) for parent, leaves in groups)
-
-
-_STOP_REASON_GROUPS = _stop_reason_groups(STOP_REASON_FIELDS)
-
-
-def _stop_reason(obj: dict) -> str | None:
+def _stop_reason(obj: dict, agent: Any, metadata: Any) -> str | None:
     """The first non-blank string among STOP_REASON_FIELDS, in that order (a path through a
-    missing member or a non-object gives nothing)."""
-    for parent, leaves in _STOP_REASON_GROUPS:
-        holder: Any = obj
-        for key in parent:
-            holder = holder.get(key) if isinstance(holder, dict) else None
-            if holder is None:
-                break
-        if not isinstance(holder, dict):
-            continue
-        for key in leaves:
-            value = holder.get(key)
-            if isinstance(value, str) and value.strip():
-                return value
+    missing member or a non-object gives nothing); ``agent`` and ``metadata`` are
+    ``obj["agent_result"]`` and its ``["metadata"]`` (None where missing)."""
+    for holder, keys in ((metadata, _METADATA_STOP_KEYS), (agent, _AGENT_STOP_KEYS), (obj, _TOP_STOP_KEYS)):
+        if isinstance(holder, dict):
+            for key in keys:
+                value = holder.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value
     return None
 
 
 def _from_result(read: TrialRead, obj: dict) -> None:
     """Fill a fresh ``read`` from a parsed result.json (its fields still at their defaults)."""
     # each field's path written out (a missing member or a non-object on the way: None); the
-    # members shared by several fields are looked up once
+    # members shared by several fields are looked up once, each time string parsed once
     get = obj.get
     verifier, result, agent = get("verifier_result"), get("result"), get("agent_result")
     result_is_dict = isinstance(result, dict)
@@ -388,24 +379,37 @@ def _from_result(read: TrialRead, obj: dict) -> None:
     info = get("exception_info")
     exc = (info.get("exception_type") if isinstance(info, dict) else None) or \
         (result.get("error_type") if result_is_dict else None) or None
-    read.exception = str(exc) if exc else None
+    if exc:
+        read.exception = str(exc)
     metadata = agent.get("metadata") if isinstance(agent, dict) else None
     turns = metadata.get("n_episodes") if isinstance(metadata, dict) else None
-    read.turns = _finite_float(turns) if isinstance(turns, (int, float)) else None
-    stop = _stop_reason(obj)
-    read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS] if stop else None
-    parse = _parse_iso_recent
+    if isinstance(turns, (int, float)):
+        read.turns = _finite_float(turns)
+    stop = _stop_reason(obj, agent, metadata)
+    if stop:
+        read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS]
+    stamp = _stamp
+    phases = read.phases
     for phase in PHASES:
-        block = obj.get(phase)
+        block = get(phase)
         if isinstance(block, dict):
             a, b = block.get("started_at"), block.get("finished_at")
-            if isinstance(a, str) and isinstance(b, str) and _aware(a) == _aware(b):
-                a, b = parse(a), parse(b)
-                if a is not None and b is not None and b >= a:
-                    read.phases[phase] = b - a
-    started = obj.get("started_at")
-    read.started_at = parse(started) if isinstance(started, str) else None
-    _wall_clock(read, obj, parse)
+            if isinstance(a, str) and isinstance(b, str):
+                (a_aware, a), (b_aware, b) = stamp(a), stamp(b)
+                if a_aware == b_aware and a is not None and b is not None and b >= a:
+                    phases[phase] = b - a
+    # the trial's own wall clock, ``started_at`` to ``finished_at`` (WALL_* states)
+    started, finished = get("started_at"), get("finished_at")
+    if isinstance(started, str):
+        started_aware, start = stamp(started)
+        read.started_at = start
+    if finished is not None:
+        read.wall_state = WALL_UNTIMED
+        if isinstance(started, str) and isinstance(finished, str):
+            finished_aware, end = stamp(finished)
+            if started_aware == finished_aware and start is not None and end is not None and end >= start:
+                read.wall_s = end - start
+                read.wall_state = WALL_MEASURED
 
 
 def _from_raw(read: TrialRead, raw: bytes) -> None:
@@ -426,7 +430,7 @@ def _from_raw(read: TrialRead, raw: bytes) -> None:
 def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRead:
     """One trial directory ``root/dir_name`` (bytes paths: no decoding per file)."""
     base = root + b"/" + dir_name + b"/"
-    name = os.fsdecode(dir_name)
+    name = dir_name.decode(_FS_ENCODING, _FS_ERRORS)       # os.fsdecode
     found = _read_result(base + b"result.json")
     if found is None:
         return TrialRead(name=name, completed=False, started_at=_config_time(base + b"config.json"))
@@ -438,6 +442,10 @@ def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRe
         _from_raw(read, raw)
     exc_txt = base + b"exception.txt"
     if read.exception is None or read.exception in GENERIC_EXCEPTIONS:
+        # most trials have no exception.txt: access() says so without an exception raised (a
+        # path that does not resolve names nothing, unless an alias is the empty string)
+        if not os.access(exc_txt, os.F_OK) and "" not in aliases:
+            return read
         try:
             head_bytes = _read_file(exc_txt, EXCEPTION_HEAD_BYTES)
         except OSError:
@@ -574,45 +582,55 @@ class TrialTally:
 
     def add(self, read: TrialRead) -> None:
         start = read.started_at
-        if self.since is not None and start is not None and start < self.since:
-            self.prior_generation += 1
-            return
-        self.started += 1
         if start is not None:
+            if self.since is not None and start < self.since:
+                self.prior_generation += 1
+                return
             if self.first_started_at is None or start < self.first_started_at:
                 self.first_started_at = start
             if self.last_started_at is None or start > self.last_started_at:
                 self.last_started_at = start
+        self.started += 1
         if not read.completed:
             return
         if start is not None and (self.last_recorded_start is None or start > self.last_recorded_start):
             self.last_recorded_start = start
         self.completed += 1
-        if read.problem and read.reward is None and read.exception is None:
+        name, reward, exception = read.name, read.reward, read.exception
+        if read.problem and reward is None and exception is None:
             self.unreadable += 1
-            self._note_problem(read.name, f"trace_jobs/{read.name}/result.json: {read.problem}")
+            self._note_problem(name, f"trace_jobs/{name}/result.json: {read.problem}")
             return
-        if read.reward is not None:
-            self.rewards.append(read.reward)
-        if read.exception:
-            self.exceptions[read.exception] += 1
-            self._note_exception(read.exception, read.name, read.exception_source or f"{read.name}/result.json")
-        stop_key = (read.stop_reason, read.exception)
+        if reward is not None:
+            self.rewards.append(reward)
+        if exception:
+            self.exceptions[exception] += 1
+            self._note_exception(exception, name, read.exception_source or f"{name}/result.json")
+        stop_key = (read.stop_reason, exception)
         self.stop_reasons[stop_key] += 1
-        self._note_stop_reason(stop_key, read.name)
+        known = self.first_stop_reason.get(stop_key)
+        if known is None or name < known:
+            self.first_stop_reason[stop_key] = name
         if read.turns is not None:
             self.turns_count += 1
             _add_exact(self.turns_partials, read.turns)
         phases = self.phases
+        measured = read.wall_state == WALL_MEASURED
+        self.wall[read.wall_state] += 1
+        if measured:
+            self.wall_us += round(read.wall_s * 1e6)
+        inside = self.phase_in_wall_us
         for phase, value in read.phases.items():
             phases[phase].append(value)
-        self.wall[read.wall_state] += 1
-        if read.wall_state == WALL_MEASURED:
-            self.wall_us += round(read.wall_s * 1e6)
-            inside = self.phase_in_wall_us
-            for phase, value in read.phases.items():
+            if measured:
                 inside[phase] += round(value * 1e6)
-        self._note_newest((start if start is not None else float("-inf"), read.name))
+        if self.sample_size > 0:
+            key = (start if start is not None else -math.inf, name)
+            newest = self.newest
+            if len(newest) < self.sample_size:
+                heapq.heappush(newest, key)
+            elif key > newest[0]:
+                heapq.heapreplace(newest, key)
 
     def _note_problem(self, name: str, text: str) -> None:
         if len(self.problems) < MAX_PROBLEMS or name < self.problems[-1][0]:
