@@ -11,6 +11,15 @@ reward (the reward histogram) and every phase duration (exact medians and p90), 
 Everything else is a running aggregate (counts, an exact running sum for the mean turns, the
 first examples by trial name, the newest ``sample_size`` trials); the directory listing is kept
 packed (about one byte per character of the trial names).
+
+Readers: ``BackgroundSummary`` starts its own reader processes (forked, sharing a queue of
+chunks of the listing) while the caller scans the logs. The one exception to that is
+``EarlyTrials``: ``rlhealth diagnose`` forks one reader before it imports the diagnosis and loads
+the rules (a quarter second in which the second core would idle), and ``BackgroundSummary``
+adopts it. Kept because without it the 1 GiB / 20,000-trial bench point misses its speed floor.
+Its failure modes end in the ordinary path: no fork while another thread runs, a reader nobody
+adopted is killed (``discard``), and a reader that fails, dies or read with other exception
+aliases has its trials read again in-process (identical results).
 """
 from __future__ import annotations
 
@@ -902,6 +911,132 @@ def _chunk_tokens(count: int) -> int:
     return read_end
 
 
+def _early_tally(params: Any, aliases: dict[str, str] | None,
+                 pending: list[tuple[int, list[TrialRead]]]) -> TrialTally | None:
+    """The tally of the chunks read so far, once the adopter sent ``(since, sample_size,
+    aliases)``; None when its aliases are not the ones the reads used (the adopter rereads)."""
+    since, sample_size, expected = params
+    if aliases is None or expected != aliases:
+        return None
+    tally = TrialTally(since, sample_size)
+    for chunk, reads in pending:
+        for read in reads:
+            tally.add(read)
+        tally.seal(chunk)
+    pending.clear()
+    return tally
+
+
+def _early_child(send, params, root: bytes, chunks: list[bytes], tokens: int) -> None:
+    """The early reader (``EarlyTrials``): claim and read chunks from the first moment, keeping
+    the reads of each chunk until the adopter's tally parameters arrive (polled between chunks),
+    then tally as it reads. Sends ``(tally or None, None)`` once, as ``_reader_child`` does;
+    exits without sending when ``params`` closes unsent (nobody adopted it)."""
+    try:
+        try:
+            aliases: dict[str, str] | None = dict(packaged_yaml("trial_exceptions.yaml").get("message_aliases") or {})
+        except Exception:  # noqa: BLE001 - the adopter reads every trial again in-process
+            aliases = None
+        pending: list[tuple[int, list[TrialRead]]] = []
+        tally: TrialTally | None = None
+        failed = aliases is None
+        while not failed and len(token := os.read(tokens, 4)) == 4:
+            chunk = int.from_bytes(token, "little")
+            reads = [read_trial(root, name, aliases) for name in chunks[chunk].split(b"\0")]
+            if tally is None and params.poll():
+                tally = _early_tally(params.recv(), aliases, pending)
+                failed = tally is None
+            if tally is None:
+                pending.append((chunk, reads))
+                continue
+            for read in reads:
+                tally.add(read)
+            tally.seal(chunk)
+        if tally is None and not failed:
+            tally = _early_tally(params.recv(), aliases, pending)      # EOFError: nothing to send
+        send.send((tally, None))
+    except BaseException:  # noqa: BLE001 - the adopter rereads whatever this reader claimed
+        pass
+    finally:
+        send.close()
+
+
+class EarlyTrials:
+    """A trial reader forked at the start of ``rlhealth diagnose``, before the diagnosis is
+    imported and its rules loaded (a quarter second on one core, in which this reader already
+    reads trials on the other), for the ``BackgroundSummary`` of the same ``trace_root`` to
+    adopt as one of its readers. This is the one reader not started by ``BackgroundSummary``
+    itself (see the module docstring).
+
+    A tally needs ``since`` and the sample size, known only once the bundle's capture is read:
+    the reader keeps the reads of the chunks it took until ``adopt`` sends them (what one reader
+    reads in that time: a few thousand small records). ``discard()`` ends a reader nobody adopted
+    (a no-op after adoption). ``started`` says whether a reader runs: the same conditions as
+    ``BackgroundSummary``'s readers (Linux, no other thread, two CPUs or more,
+    PROCESS_MIN_TRIALS directories).
+    """
+
+    def __init__(self, trace_root: Path):
+        self.trace_root = Path(trace_root)
+        self.chunks = list_trials(self.trace_root)
+        self.tokens: int | None = None
+        self._reader: tuple[Any, Any] | None = None
+        self._params = None
+        if _cpus() < 2 or not _may_fork() or _chunk_size(self.chunks) < PROCESS_MIN_TRIALS:
+            return
+        read_end = _chunk_tokens(len(self.chunks))
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        params_recv, params_send = ctx.Pipe(duplex=False)
+        gc.freeze()
+        try:
+            proc = ctx.Process(target=_early_child, name="rlhealth-trials-early", daemon=True,
+                               args=(send, params_recv, os.fsencode(self.trace_root), self.chunks, read_end))
+            proc.start()
+        except (OSError, ValueError, AssertionError):
+            for end in (recv, send, params_recv, params_send):
+                end.close()
+            os.close(read_end)
+            return
+        finally:
+            gc.unfreeze()
+        send.close()
+        params_recv.close()
+        self.tokens, self._reader, self._params = read_end, (proc, recv), params_send
+
+    @property
+    def started(self) -> bool:
+        return self._reader is not None
+
+    def adopt(self, since: float | None, sample_size: int, aliases: dict[str, str]) -> tuple[Any, Any]:
+        """Send the tally parameters; returns ``(process, result pipe)`` for the adopter to
+        receive from and join as its own reader's. The adopter owns ``tokens`` from now on."""
+        reader, params = self._reader, self._params
+        self._reader = self._params = None
+        self.tokens = None
+        try:
+            params.send((since, sample_size, dict(aliases)))
+        except (OSError, ValueError):
+            pass            # a reader that died: its result pipe gives EOF, the adopter rereads
+        finally:
+            params.close()
+        return reader
+
+    def discard(self) -> None:
+        """End a reader nobody adopted (killed: what it read is not wanted)."""
+        if self._reader is None:
+            return
+        proc, recv = self._reader
+        self._reader = None
+        self._params.close()
+        self._params = None
+        recv.close()
+        os.close(self.tokens)
+        self.tokens = None
+        proc.terminate()
+        proc.join()
+
+
 class BackgroundSummary:
     """Trial summary read by forked processes while the caller scans the logs.
 
@@ -916,10 +1051,16 @@ class BackgroundSummary:
     ``probes.bundle``), run in the forked reader only; what it returns is in ``after_results``
     once ``result()`` returned (one entry per reader; None for a reader that failed). ``forked``
     says whether any reader runs (if not, ``after`` never runs).
+
+    ``early``: an ``EarlyTrials`` reader of the same ``trace_root``, already reading; it is
+    adopted as one of the readers (its listing and chunk queue are used), and a reader is forked
+    beside it only to run ``after``. It never runs ``after`` itself (it was forked before that
+    work existed).
     """
 
     def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
-                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None):
+                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None,
+                 early: EarlyTrials | None = None):
         self._trace_root = trace_root
         self._root = os.fsencode(trace_root)
         self._aliases = aliases
@@ -933,10 +1074,19 @@ class BackgroundSummary:
         """Told (chunks read here, chunks in all) after each chunk this process reads (``result``)."""
         procs = min(workers, _cpus())
         forks = procs - 1
-        self._chunks = list_trials(trace_root)
-        if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+        if early is not None and early.started and early.trace_root == Path(trace_root) and forks >= 1:
+            # the early reader is one of the readers; another is forked only for ``after``
+            self._chunks, self._tokens = early.chunks, early.tokens
+            self._readers.append(early.adopt(since, sample_size, aliases))
+            if after is None:
+                forks -= 1
+        else:
+            self._chunks = list_trials(trace_root)
+            if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+                return
+            self._tokens = _chunk_tokens(len(self._chunks))
+        if forks < 1 or not _may_fork():
             return
-        self._tokens = _chunk_tokens(len(self._chunks))
         ctx = multiprocessing.get_context("fork")
         gc.freeze()          # the readers never touch the caller's objects for garbage collection
         try:
