@@ -44,7 +44,7 @@ from rlhealth.probes import patterns as patterns_mod
 from rlhealth.probes import scan as scan_mod
 from rlhealth.probes.patterns import EXTRACTORS, scan_patterns  # noqa: F401 - EXTRACTORS: the pattern table, re-exported
 from rlhealth.probes.parse import trials as tp_trials
-from rlhealth.probes.parse.trials import BackgroundSummary, TrialSummary
+from rlhealth.probes.parse.trials import BackgroundSummary, EarlyTrials, TrialSummary
 from rlhealth.probes.scan import Pattern, Scanner
 from rlhealth.probes.textio import JsonReadError, clean_line, read_json, safe_walk
 from rlhealth.progress import ScanProgress
@@ -282,8 +282,9 @@ def _slurm_leg(rel: str) -> str | None:
 
 
 def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = None,
-                now_epoch: float | None = None) -> BundleRead:
-    """Everything a diagnosis reads from the bundle at ``root``."""
+                now_epoch: float | None = None, early_trials: EarlyTrials | None = None) -> BundleRead:
+    """Everything a diagnosis reads from the bundle at ``root``. ``early_trials``: a trial reader
+    the caller started early (``EarlyTrials``), adopted here; the caller discards it after."""
     root = Path(root)
     read = BundleRead(root=root)
     if not root.exists():
@@ -358,7 +359,8 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
         try:
             trials_job = BackgroundSummary(trace_root, aliases, int(catalog.thresholds["coherence_sample_pool_trials"]),
                                            since=_current_attempt_start(read),
-                                           after=log_work.in_reader if log_work is not None else None)
+                                           after=log_work.in_reader if log_work is not None else None,
+                                           early=early_trials)
         except BaseException:
             if log_work is not None:
                 log_work.close()

@@ -554,16 +554,36 @@ def _given(args):
         raise UsageError(f"dispatcher inputs: {exc}") from exc
 
 
+def _early_trials(bundle: Path):
+    """A trial reader started before the diagnosis is imported (``EarlyTrials``: the one reader
+    not started by the trial summary itself), when the bundle has a ``trace_jobs/`` directory."""
+    trace_root = Path(bundle) / "trace_jobs"
+    try:
+        if not trace_root.is_dir() or trace_root.is_symlink():
+            return None
+    except (OSError, ValueError):
+        return None
+    from rlhealth.probes.parse.trials import EarlyTrials
+
+    return EarlyTrials(trace_root)
+
+
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
     max_age_s = parse_duration(args.max_age, "--max-age")
     given = _given(args)
-    from rlhealth.probes.patterns import prepare_packaged
+    early = _early_trials(bundle)       # forked first: before the compile thread below
+    try:
+        from rlhealth.probes.patterns import prepare_packaged
 
-    prepare_packaged()      # compiles on another core while the diagnosis imports and loads its rules
-    from rlhealth.diagnose import diagnose
+        prepare_packaged()      # compiles on another core while the diagnosis imports and loads its rules
+        from rlhealth.diagnose import diagnose
 
-    report = diagnose(bundle, now=now, max_age_s=max_age_s, mode_override=args.mode,
-                      capture=getattr(args, "capture", None), given=given, with_plots=args.format == "html")
+        report = diagnose(bundle, now=now, max_age_s=max_age_s, mode_override=args.mode,
+                          capture=getattr(args, "capture", None), given=given, with_plots=args.format == "html",
+                          early_trials=early)
+    finally:
+        if early is not None:
+            early.discard()
     history = []
     if record_as is None and getattr(args, "record", False):
         record_as = "diagnose"

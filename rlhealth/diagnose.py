@@ -23,11 +23,12 @@ _DISPLAY_RANK = {"FAIL": 0, "ERROR": 1, "PASS": 2}
 
 
 def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_override: str | None = None,
-             capture: str | None = None, given=None, with_plots: bool = False) -> Report:
+             capture: str | None = None, given=None, with_plots: bool = False, early_trials=None) -> Report:
     """``given``: a ``rlhealth.given.Given`` (dispatcher inputs); ``with_plots``: collect HTML plot
-    series."""
+    series; ``early_trials``: a ``probes.parse.trials.EarlyTrials`` the caller started (and discards)."""
     catalog = load_catalog()
-    read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp())
+    read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp(),
+                       early_trials=early_trials)
     if isinstance(given, dict):
         from rlhealth.given import Given
         given = Given.model_validate(given)

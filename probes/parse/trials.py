@@ -11,6 +11,15 @@ reward (the reward histogram) and every phase duration (exact medians and p90), 
 Everything else is a running aggregate (counts, an exact running sum for the mean turns, the
 first examples by trial name, the newest ``sample_size`` trials); the directory listing is kept
 packed (about one byte per character of the trial names).
+
+Readers: ``BackgroundSummary`` starts its own reader processes (forked, sharing a queue of
+chunks of the listing) while the caller scans the logs. The one exception to that is
+``EarlyTrials``: ``rlhealth diagnose`` forks one reader before it imports the diagnosis and loads
+the rules (a quarter second in which the second core would idle), and ``BackgroundSummary``
+adopts it. Kept because without it the 1 GiB / 20,000-trial bench point misses its speed floor.
+Its failure modes end in the ordinary path: no fork while another thread runs, a reader nobody
+adopted is killed (``discard``), and a reader that fails, dies or read with other exception
+aliases has its trials read again in-process (identical results).
 """
 from __future__ import annotations
 
@@ -54,13 +63,20 @@ _EPISODES_RE = re.compile(rb'"n_episodes"\s*:\s*([0-9]+)')
 # (Terminus / OpenCode style stop, finish, exit or termination reason) or terminal-bench's
 # ``failure_mode``. Without one, the exception type stands for the stop reason (the observer
 # maps both through rules/trial_exceptions.yaml ``stop_reasons``).
-STOP_REASON_FIELDS = (("agent_result", "metadata", "stop_reason"), ("agent_result", "metadata", "finish_reason"),
-                      ("agent_result", "metadata", "exit_reason"), ("agent_result", "metadata", "termination_reason"),
-                      ("agent_result", "stop_reason"), ("stop_reason",), ("failure_mode",))
+_METADATA_STOP_KEYS = ("stop_reason", "finish_reason", "exit_reason", "termination_reason")
+"""under ``agent_result.metadata``"""
+_AGENT_STOP_KEYS = ("stop_reason",)
+"""under ``agent_result``"""
+_TOP_STOP_KEYS = ("stop_reason", "failure_mode")
+"""at the top of result.json"""
+STOP_REASON_FIELDS = (tuple(("agent_result", "metadata", key) for key in _METADATA_STOP_KEYS)
+                      + tuple(("agent_result", key) for key in _AGENT_STOP_KEYS)
+                      + tuple((key,) for key in _TOP_STOP_KEYS))
 STOP_REASON_MAX_CHARS = 80
 _STOP_REASON_RE = re.compile(rb'"(?:stop_reason|finish_reason|exit_reason|termination_reason|failure_mode)"\s*:\s*"([^"]{1,80})"')
 _EXC_NAME_RE = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Exit))\b")
 
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 """O_NONBLOCK: a FIFO planted as a trial file never blocks the reader (regular files ignore it)."""
 _ABSENT_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
@@ -175,22 +191,6 @@ def _aware(text: str) -> bool:
     return "Z" in tail or "z" in tail or "+" in tail or "-" in tail
 
 
-def _wall_clock(read: TrialRead, obj: dict, parse) -> None:
-    """``read.wall_s``/``wall_state`` from the trial's own ``started_at``/``finished_at``."""
-    finished = obj.get("finished_at")
-    if finished is None:
-        return
-    read.wall_state = WALL_UNTIMED
-    started = obj.get("started_at")
-    if not isinstance(started, str) or not isinstance(finished, str) or _aware(started) != _aware(finished):
-        return
-    a = read.started_at
-    b = parse(finished)
-    if a is not None and b is not None and b >= a:
-        read.wall_s = b - a
-        read.wall_state = WALL_MEASURED
-
-
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
@@ -247,7 +247,10 @@ _USED_MEMBERS = frozenset(("verifier_result", "result", "reward", "exception_inf
 _WS = re.compile(rb"[ \t\n\r]*")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _SCALAR = re.compile(rb'[^,:{}\[\]" \t\n\r]+')
+_STRUCTURE_BYTES = b'"[]{}'
 _STRUCTURE = re.compile(rb'["\[\]{}]')
+_STRUCTURE_NEAR = 256
+"""bytes searched with ``_STRUCTURE`` before the run is crossed with ``bytes.find``"""
 
 
 def _value_end(buf: bytes, pos: int) -> int:
@@ -261,22 +264,34 @@ def _value_end(buf: bytes, pos: int) -> int:
     if first in (b"{", b"["):
         closers = []
         i = pos
+        end = len(buf)
+        nexts = [-1] * len(_STRUCTURE_BYTES)
         while True:
-            m = _STRUCTURE.search(buf, i)
-            if m is None:
-                raise ValueError(f"unterminated {'object' if first == b'{' else 'array'} at byte {pos}")
-            ch = buf[m.start()]
+            m = _STRUCTURE.search(buf, i, i + _STRUCTURE_NEAR)
+            if m is not None:
+                at = m.start()
+            else:
+                # a long run without structure (an array of numbers): each structure byte's next
+                # position, found by bytes.find, searched for again only once passed
+                for k, known in enumerate(nexts):
+                    if known < i:
+                        known = buf.find(_STRUCTURE_BYTES[k], i)
+                        nexts[k] = known if known >= 0 else end
+                at = min(nexts)
+                if at == end:
+                    raise ValueError(f"unterminated {'object' if first == b'{' else 'array'} at byte {pos}")
+            ch = buf[at]
             if ch == 0x22:                                   # "
-                s = _STRING.match(buf, m.start())
+                s = _STRING.match(buf, at)
                 if s is None:
-                    raise ValueError(f"unterminated string at byte {m.start()}")
+                    raise ValueError(f"unterminated string at byte {at}")
                 i = s.end()
                 continue
             if ch in (0x7B, 0x5B):                           # { [
                 closers.append(ch + 2)                       # } ]
             elif not closers or closers.pop() != ch:
-                raise ValueError(f"mismatched {chr(ch)} at byte {m.start()}")
-            i = m.end()
+                raise ValueError(f"mismatched {chr(ch)} at byte {at}")
+            i = at + 1
             if not closers:
                 return i
     m = _SCALAR.match(buf, pos)
@@ -336,46 +351,31 @@ def load_used_members(buf: bytes) -> Any:
     return obj
 
 
-_parse_iso_recent = functools.lru_cache(maxsize=16)(parse_iso)
-"""A trial's phase boundaries repeat (one phase ends when the next starts): parsed once each."""
+@functools.lru_cache(maxsize=16)
+def _stamp(text: str) -> tuple[bool, float | None]:
+    """(``_aware(text)``, ``parse_iso(text)``). A trial's phase boundaries repeat (one phase ends
+    when the next starts): each is parsed once."""
+    tail = text[11:]
+    return "Z" in tail or "z" in tail or "+" in tail or "-" in tail, parse_iso(text)
 
 
-def _stop_reason_groups(fields: tuple[tuple[str, ...], ...]) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
-    """STOP_REASON_FIELDS as (parent path, leaf keys) runs, in order: each parent is dug once."""
-    groups: list[tuple[tuple[str, ...], list[str]]] = []
-    for path in fields:
-        if groups and groups[-1][0] == path[:-1]:
-            groups[-1][1].append(path[-1])
-        else:
-            groups.append((path[:-1], [path[-1]]))
-    return tuple((parent, tuple(leaves)) for parent, leaves in groups)
-
-
-_STOP_REASON_GROUPS = _stop_reason_groups(STOP_REASON_FIELDS)
-
-
-def _stop_reason(obj: dict) -> str | None:
+def _stop_reason(obj: dict, agent: Any, metadata: Any) -> str | None:
     """The first non-blank string among STOP_REASON_FIELDS, in that order (a path through a
-    missing member or a non-object gives nothing)."""
-    for parent, leaves in _STOP_REASON_GROUPS:
-        holder: Any = obj
-        for key in parent:
-            holder = holder.get(key) if isinstance(holder, dict) else None
-            if holder is None:
-                break
-        if not isinstance(holder, dict):
-            continue
-        for key in leaves:
-            value = holder.get(key)
-            if isinstance(value, str) and value.strip():
-                return value
+    missing member or a non-object gives nothing); ``agent`` and ``metadata`` are
+    ``obj["agent_result"]`` and its ``["metadata"]`` (None where missing)."""
+    for holder, keys in ((metadata, _METADATA_STOP_KEYS), (agent, _AGENT_STOP_KEYS), (obj, _TOP_STOP_KEYS)):
+        if isinstance(holder, dict):
+            for key in keys:
+                value = holder.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value
     return None
 
 
 def _from_result(read: TrialRead, obj: dict) -> None:
     """Fill a fresh ``read`` from a parsed result.json (its fields still at their defaults)."""
     # each field's path written out (a missing member or a non-object on the way: None); the
-    # members shared by several fields are looked up once
+    # members shared by several fields are looked up once, each time string parsed once
     get = obj.get
     verifier, result, agent = get("verifier_result"), get("result"), get("agent_result")
     result_is_dict = isinstance(result, dict)
@@ -388,24 +388,37 @@ def _from_result(read: TrialRead, obj: dict) -> None:
     info = get("exception_info")
     exc = (info.get("exception_type") if isinstance(info, dict) else None) or \
         (result.get("error_type") if result_is_dict else None) or None
-    read.exception = str(exc) if exc else None
+    if exc:
+        read.exception = str(exc)
     metadata = agent.get("metadata") if isinstance(agent, dict) else None
     turns = metadata.get("n_episodes") if isinstance(metadata, dict) else None
-    read.turns = _finite_float(turns) if isinstance(turns, (int, float)) else None
-    stop = _stop_reason(obj)
-    read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS] if stop else None
-    parse = _parse_iso_recent
+    if isinstance(turns, (int, float)):
+        read.turns = _finite_float(turns)
+    stop = _stop_reason(obj, agent, metadata)
+    if stop:
+        read.stop_reason = stop.strip()[:STOP_REASON_MAX_CHARS]
+    stamp = _stamp
+    phases = read.phases
     for phase in PHASES:
-        block = obj.get(phase)
+        block = get(phase)
         if isinstance(block, dict):
             a, b = block.get("started_at"), block.get("finished_at")
-            if isinstance(a, str) and isinstance(b, str) and _aware(a) == _aware(b):
-                a, b = parse(a), parse(b)
-                if a is not None and b is not None and b >= a:
-                    read.phases[phase] = b - a
-    started = obj.get("started_at")
-    read.started_at = parse(started) if isinstance(started, str) else None
-    _wall_clock(read, obj, parse)
+            if isinstance(a, str) and isinstance(b, str):
+                (a_aware, a), (b_aware, b) = stamp(a), stamp(b)
+                if a_aware == b_aware and a is not None and b is not None and b >= a:
+                    phases[phase] = b - a
+    # the trial's own wall clock, ``started_at`` to ``finished_at`` (WALL_* states)
+    started, finished = get("started_at"), get("finished_at")
+    if isinstance(started, str):
+        started_aware, start = stamp(started)
+        read.started_at = start
+    if finished is not None:
+        read.wall_state = WALL_UNTIMED
+        if isinstance(started, str) and isinstance(finished, str):
+            finished_aware, end = stamp(finished)
+            if started_aware == finished_aware and start is not None and end is not None and end >= start:
+                read.wall_s = end - start
+                read.wall_state = WALL_MEASURED
 
 
 def _from_raw(read: TrialRead, raw: bytes) -> None:
@@ -426,7 +439,7 @@ def _from_raw(read: TrialRead, raw: bytes) -> None:
 def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRead:
     """One trial directory ``root/dir_name`` (bytes paths: no decoding per file)."""
     base = root + b"/" + dir_name + b"/"
-    name = os.fsdecode(dir_name)
+    name = dir_name.decode(_FS_ENCODING, _FS_ERRORS)       # os.fsdecode
     found = _read_result(base + b"result.json")
     if found is None:
         return TrialRead(name=name, completed=False, started_at=_config_time(base + b"config.json"))
@@ -438,6 +451,10 @@ def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRe
         _from_raw(read, raw)
     exc_txt = base + b"exception.txt"
     if read.exception is None or read.exception in GENERIC_EXCEPTIONS:
+        # most trials have no exception.txt: access() says so without an exception raised (a
+        # path that does not resolve names nothing, unless an alias is the empty string)
+        if not os.access(exc_txt, os.F_OK) and "" not in aliases:
+            return read
         try:
             head_bytes = _read_file(exc_txt, EXCEPTION_HEAD_BYTES)
         except OSError:
@@ -574,45 +591,55 @@ class TrialTally:
 
     def add(self, read: TrialRead) -> None:
         start = read.started_at
-        if self.since is not None and start is not None and start < self.since:
-            self.prior_generation += 1
-            return
-        self.started += 1
         if start is not None:
+            if self.since is not None and start < self.since:
+                self.prior_generation += 1
+                return
             if self.first_started_at is None or start < self.first_started_at:
                 self.first_started_at = start
             if self.last_started_at is None or start > self.last_started_at:
                 self.last_started_at = start
+        self.started += 1
         if not read.completed:
             return
         if start is not None and (self.last_recorded_start is None or start > self.last_recorded_start):
             self.last_recorded_start = start
         self.completed += 1
-        if read.problem and read.reward is None and read.exception is None:
+        name, reward, exception = read.name, read.reward, read.exception
+        if read.problem and reward is None and exception is None:
             self.unreadable += 1
-            self._note_problem(read.name, f"trace_jobs/{read.name}/result.json: {read.problem}")
+            self._note_problem(name, f"trace_jobs/{name}/result.json: {read.problem}")
             return
-        if read.reward is not None:
-            self.rewards.append(read.reward)
-        if read.exception:
-            self.exceptions[read.exception] += 1
-            self._note_exception(read.exception, read.name, read.exception_source or f"{read.name}/result.json")
-        stop_key = (read.stop_reason, read.exception)
+        if reward is not None:
+            self.rewards.append(reward)
+        if exception:
+            self.exceptions[exception] += 1
+            self._note_exception(exception, name, read.exception_source or f"{name}/result.json")
+        stop_key = (read.stop_reason, exception)
         self.stop_reasons[stop_key] += 1
-        self._note_stop_reason(stop_key, read.name)
+        known = self.first_stop_reason.get(stop_key)
+        if known is None or name < known:
+            self.first_stop_reason[stop_key] = name
         if read.turns is not None:
             self.turns_count += 1
             _add_exact(self.turns_partials, read.turns)
         phases = self.phases
+        measured = read.wall_state == WALL_MEASURED
+        self.wall[read.wall_state] += 1
+        if measured:
+            self.wall_us += round(read.wall_s * 1e6)
+        inside = self.phase_in_wall_us
         for phase, value in read.phases.items():
             phases[phase].append(value)
-        self.wall[read.wall_state] += 1
-        if read.wall_state == WALL_MEASURED:
-            self.wall_us += round(read.wall_s * 1e6)
-            inside = self.phase_in_wall_us
-            for phase, value in read.phases.items():
+            if measured:
                 inside[phase] += round(value * 1e6)
-        self._note_newest((start if start is not None else float("-inf"), read.name))
+        if self.sample_size > 0:
+            key = (start if start is not None else -math.inf, name)
+            newest = self.newest
+            if len(newest) < self.sample_size:
+                heapq.heappush(newest, key)
+            elif key > newest[0]:
+                heapq.heapreplace(newest, key)
 
     def _note_problem(self, name: str, text: str) -> None:
         if len(self.problems) < MAX_PROBLEMS or name < self.problems[-1][0]:
@@ -884,6 +911,132 @@ def _chunk_tokens(count: int) -> int:
     return read_end
 
 
+def _early_tally(params: Any, aliases: dict[str, str] | None,
+                 pending: list[tuple[int, list[TrialRead]]]) -> TrialTally | None:
+    """The tally of the chunks read so far, once the adopter sent ``(since, sample_size,
+    aliases)``; None when its aliases are not the ones the reads used (the adopter rereads)."""
+    since, sample_size, expected = params
+    if aliases is None or expected != aliases:
+        return None
+    tally = TrialTally(since, sample_size)
+    for chunk, reads in pending:
+        for read in reads:
+            tally.add(read)
+        tally.seal(chunk)
+    pending.clear()
+    return tally
+
+
+def _early_child(send, params, root: bytes, chunks: list[bytes], tokens: int) -> None:
+    """The early reader (``EarlyTrials``): claim and read chunks from the first moment, keeping
+    the reads of each chunk until the adopter's tally parameters arrive (polled between chunks),
+    then tally as it reads. Sends ``(tally or None, None)`` once, as ``_reader_child`` does;
+    exits without sending when ``params`` closes unsent (nobody adopted it)."""
+    try:
+        try:
+            aliases: dict[str, str] | None = dict(packaged_yaml("trial_exceptions.yaml").get("message_aliases") or {})
+        except Exception:  # noqa: BLE001 - the adopter reads every trial again in-process
+            aliases = None
+        pending: list[tuple[int, list[TrialRead]]] = []
+        tally: TrialTally | None = None
+        failed = aliases is None
+        while not failed and len(token := os.read(tokens, 4)) == 4:
+            chunk = int.from_bytes(token, "little")
+            reads = [read_trial(root, name, aliases) for name in chunks[chunk].split(b"\0")]
+            if tally is None and params.poll():
+                tally = _early_tally(params.recv(), aliases, pending)
+                failed = tally is None
+            if tally is None:
+                pending.append((chunk, reads))
+                continue
+            for read in reads:
+                tally.add(read)
+            tally.seal(chunk)
+        if tally is None and not failed:
+            tally = _early_tally(params.recv(), aliases, pending)      # EOFError: nothing to send
+        send.send((tally, None))
+    except BaseException:  # noqa: BLE001 - the adopter rereads whatever this reader claimed
+        pass
+    finally:
+        send.close()
+
+
+class EarlyTrials:
+    """A trial reader forked at the start of ``rlhealth diagnose``, before the diagnosis is
+    imported and its rules loaded (a quarter second on one core, in which this reader already
+    reads trials on the other), for the ``BackgroundSummary`` of the same ``trace_root`` to
+    adopt as one of its readers. This is the one reader not started by ``BackgroundSummary``
+    itself (see the module docstring).
+
+    A tally needs ``since`` and the sample size, known only once the bundle's capture is read:
+    the reader keeps the reads of the chunks it took until ``adopt`` sends them (what one reader
+    reads in that time: a few thousand small records). ``discard()`` ends a reader nobody adopted
+    (a no-op after adoption). ``started`` says whether a reader runs: the same conditions as
+    ``BackgroundSummary``'s readers (Linux, no other thread, two CPUs or more,
+    PROCESS_MIN_TRIALS directories).
+    """
+
+    def __init__(self, trace_root: Path):
+        self.trace_root = Path(trace_root)
+        self.chunks = list_trials(self.trace_root)
+        self.tokens: int | None = None
+        self._reader: tuple[Any, Any] | None = None
+        self._params = None
+        if _cpus() < 2 or not _may_fork() or _chunk_size(self.chunks) < PROCESS_MIN_TRIALS:
+            return
+        read_end = _chunk_tokens(len(self.chunks))
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        params_recv, params_send = ctx.Pipe(duplex=False)
+        gc.freeze()
+        try:
+            proc = ctx.Process(target=_early_child, name="rlhealth-trials-early", daemon=True,
+                               args=(send, params_recv, os.fsencode(self.trace_root), self.chunks, read_end))
+            proc.start()
+        except (OSError, ValueError, AssertionError):
+            for end in (recv, send, params_recv, params_send):
+                end.close()
+            os.close(read_end)
+            return
+        finally:
+            gc.unfreeze()
+        send.close()
+        params_recv.close()
+        self.tokens, self._reader, self._params = read_end, (proc, recv), params_send
+
+    @property
+    def started(self) -> bool:
+        return self._reader is not None
+
+    def adopt(self, since: float | None, sample_size: int, aliases: dict[str, str]) -> tuple[Any, Any]:
+        """Send the tally parameters; returns ``(process, result pipe)`` for the adopter to
+        receive from and join as its own reader's. The adopter owns ``tokens`` from now on."""
+        reader, params = self._reader, self._params
+        self._reader = self._params = None
+        self.tokens = None
+        try:
+            params.send((since, sample_size, dict(aliases)))
+        except (OSError, ValueError):
+            pass            # a reader that died: its result pipe gives EOF, the adopter rereads
+        finally:
+            params.close()
+        return reader
+
+    def discard(self) -> None:
+        """End a reader nobody adopted (killed: what it read is not wanted)."""
+        if self._reader is None:
+            return
+        proc, recv = self._reader
+        self._reader = None
+        self._params.close()
+        self._params = None
+        recv.close()
+        os.close(self.tokens)
+        self.tokens = None
+        proc.terminate()
+        proc.join()
+
+
 class BackgroundSummary:
     """Trial summary read by forked processes while the caller scans the logs.
 
@@ -898,10 +1051,16 @@ class BackgroundSummary:
     ``probes.bundle``), run in the forked reader only; what it returns is in ``after_results``
     once ``result()`` returned (one entry per reader; None for a reader that failed). ``forked``
     says whether any reader runs (if not, ``after`` never runs).
+
+    ``early``: an ``EarlyTrials`` reader of the same ``trace_root``, already reading; it is
+    adopted as one of the readers (its listing and chunk queue are used), and a reader is forked
+    beside it only to run ``after``. It never runs ``after`` itself (it was forked before that
+    work existed).
     """
 
     def __init__(self, trace_root: Path, aliases: dict[str, str], sample_size: int, *,
-                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None):
+                 since: float | None = None, workers: int = 4, after: Callable[[], Any] | None = None,
+                 early: EarlyTrials | None = None):
         self._trace_root = trace_root
         self._root = os.fsencode(trace_root)
         self._aliases = aliases
@@ -915,10 +1074,19 @@ class BackgroundSummary:
         """Told (chunks read here, chunks in all) after each chunk this process reads (``result``)."""
         procs = min(workers, _cpus())
         forks = procs - 1
-        self._chunks = list_trials(trace_root)
-        if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+        if early is not None and early.started and early.trace_root == Path(trace_root) and forks >= 1:
+            # the early reader is one of the readers; another is forked only for ``after``
+            self._chunks, self._tokens = early.chunks, early.tokens
+            self._readers.append(early.adopt(since, sample_size, aliases))
+            if after is None:
+                forks -= 1
+        else:
+            self._chunks = list_trials(trace_root)
+            if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+                return
+            self._tokens = _chunk_tokens(len(self._chunks))
+        if forks < 1 or not _may_fork():
             return
-        self._tokens = _chunk_tokens(len(self._chunks))
         ctx = multiprocessing.get_context("fork")
         gc.freeze()          # the readers never touch the caller's objects for garbage collection
         try:

@@ -40,6 +40,9 @@ if _d:
             time.sleep(_d)
             yield item
     S.Scanner.iter_blocks = _slow
+if os.environ.get("RLHEALTH_TEST_READ_TRIALS_FORKED"):
+    import rlhealth.probes.parse.trials as T
+    T.PROCESS_MIN_TRIALS = 1     # the example's 24 trials get a forked (early) reader
 '''
 
 
@@ -100,8 +103,11 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_sigint_mid_scan_prints_an_interrupted_json_document_and_exits_130(slow, tmp_path):
+@pytest.mark.parametrize("forked_trials", [False, True])
+def test_sigint_mid_scan_prints_an_interrupted_json_document_and_exits_130(slow, tmp_path, forked_trials):
     bundle, env = slow
+    if forked_trials:
+        env = dict(env, RLHEALTH_TEST_READ_TRIALS_FORKED="1")
     proc, tty = start(["diagnose", str(bundle), "--now", NOW["healthy-agentic"], "--format", "json"], env, tmp_path)
     try:
         seen = read_tty(tty, until=b"scan: [")

@@ -128,7 +128,7 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
     monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 1 << 62 if mode == "sequential" else 0)
 
     class InProcessTrials:
-        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None):
+        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None, early=None):
             self.args = (trace_root, aliases, sample_size, since)
             self.forked = after is not None
             self.after_results = []

@@ -280,7 +280,7 @@ def test_memory_per_trial_is_a_few_numbers(tmp_path):
     peaks = {}
     for n in (1000, 5000):
         _many_trials(trace, n)
-        T._parse_iso_recent.cache_clear()
+        T._stamp.cache_clear()
         tracemalloc.start()
         try:
             summary = T.summarize_trials(trace, {}, 50, workers=1)
