@@ -65,7 +65,7 @@ class ProblemNote(BaseModel):
 
 class Fact(BaseModel):
     """Base of every fact handed to the rule engine."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     kind: str
     fact_id: str
     evidence: tuple[Evidence, ...] = ()
