@@ -4,7 +4,6 @@ Everything here comes from ``rlhealth.rules`` via ``importlib.resources`` (never
 path relative to the source tree). ``load_catalog`` validates every file and
 collects all problems, each with its file, before failing.
 """
-from __future__ import annotations
 
 import csv
 import io

@@ -5,7 +5,6 @@ Schema shipped in ``rlhealth/schema/report.schema.json`` is generated from these
 (``rlhealth.schemas``; ``python -m rlhealth.schemas --write`` rewrites it, a test checks that the
 shipped file is the generated one), and every incident's report is validated against it.
 """
-from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
@@ -28,7 +27,7 @@ GATE_NAMES = ("liveness", "resources", "rollouts", "dynamics")
 
 class NextActionMachine(BaseModel):
     """Machine form of next_action; command is the exact rlhealth probe argv for kind probe, else null."""
-    model_config = DOCUMENTED
+    model_config = ConfigDict(DOCUMENTED, defer_build=True)   # its schema only: built on first use
     kind: NextActionKind
     command: list[str] | None = Field(json_schema_extra={"minItems": 1})
     deciding_rule: str | None = None
@@ -50,7 +49,7 @@ class _ModelJsonSchema:
 
 class ErrorInfo(BaseModel):
     """Only when the command could not run: a usage error (exit 2), an internal failure (exit 1), or an interrupt (exit 130 SIGINT, 143 SIGTERM)."""
-    model_config = DOCUMENTED
+    model_config = ConfigDict(DOCUMENTED, defer_build=True)
     kind: Literal["usage", "internal", "interrupted"]
     message: str
     exit_code: int
@@ -176,7 +175,7 @@ def _error_is_optional(schema: dict[str, Any]) -> None:
 
 class ReportDocument(Report):
     """What ``--format json`` prints: the report, and ``error`` when the command could not run."""
-    model_config = ConfigDict(DOCUMENTED, json_schema_extra=_error_is_optional)
+    model_config = ConfigDict(DOCUMENTED, json_schema_extra=_error_is_optional, defer_build=True)
     error: ErrorInfo | None = None
     """Only when the command could not run: a usage error (exit 2), an internal failure (exit 1), or an interrupt (exit 130 SIGINT, 143 SIGTERM)."""
 
