@@ -108,11 +108,15 @@ def catalog_key() -> str | None:
     version, the code the validation runs (``_KEY_SOURCES``) and every packaged knowledge file (name
     and bytes). None when operator signature directories apply (their catalog is validated at
     every run) or the packaged files are not plain files."""
+    if operator_signature_directories():
+        return None
+    return _packaged_files_key()
+
+
+def _packaged_files_key() -> str | None:
     import hashlib
     import sys
 
-    if operator_signature_directories():
-        return None
     root = _signature_directory().parent
     if not isinstance(root, Path):
         return None
@@ -137,18 +141,26 @@ def catalog_cache_name(key: str) -> str:
     return f"catalog-{key}.pickle"
 
 
-@lru_cache(maxsize=1)
 def packaged_catalog_data() -> dict[str, Any] | None:
     """The validated catalog the install stored for exactly these packaged files and this code
-    (``catalog_key``), as plain data (``rlhealth.catalog.catalog_data``), or None: no operator
-    signature directories apply, the install stored none, or its key is not this one. Read-only:
-    a run never writes it."""
+    (``catalog_key``), as plain data (``rlhealth.catalog.catalog_data``), or None: operator
+    signature directories apply, the install stored none, or its key is not this one. Read once
+    per process; a run never writes it."""
+    return None if operator_signature_directories() else _stored_catalog()
+
+
+packaged_catalog_data.cache_clear = lambda: _stored_catalog.cache_clear()   # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=1)
+def _stored_catalog() -> dict[str, Any] | None:
     import pickle
 
-    key = catalog_key()
+    key = _packaged_files_key()
     if key is None:
         return None
     path = _signature_directory().parent / CATALOG_CACHE_DIR / catalog_cache_name(key)
+
     class PlainData(pickle.Unpickler):
         def find_class(self, module, name):    # the catalog is plain data: no object of any class
             raise pickle.UnpicklingError(f"{module}.{name} in a stored catalog")
