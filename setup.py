@@ -18,6 +18,12 @@ so a diagnosis loads it instead of compiling it (about 0.1 s of CPU per process)
 when its key (hyperscan version, patterns, flags) is the one the run computes and hyperscan
 accepts it on the CPU it runs on; otherwise the run compiles, as without it. A build that cannot
 compile it (no hyperscan in the build environment) says so and installs without it.
+
+It also validates the packaged knowledge files and stores the catalog there
+(``rlhealth.catalog.write_packaged_catalog``: plain data under a key hashing the files and the
+validating code), so a diagnosis without operator signature directories skips parsing and
+validating 70 files (about 70 ms per process). A run whose key differs (an edited file), or an
+operator's signature directories, validates the files as without it.
 """
 import os
 import subprocess
@@ -38,8 +44,17 @@ print(write_packaged_database(list(scan_patterns(signatures)), Path(sys.argv[1])
 """
 
 
+_STORE_CATALOG = """
+import sys
+from pathlib import Path
+from rlhealth.catalog import write_packaged_catalog
+print(write_packaged_catalog(Path(sys.argv[1])))
+"""
+
+
 class BuildWithDatabase(build_py):
-    """``build_py``, then the signature database compiled from the built tree."""
+    """``build_py``, then the signature database compiled and the catalog validated and stored,
+    both from the built tree."""
 
     def run(self):
         super().run()
@@ -49,13 +64,22 @@ class BuildWithDatabase(build_py):
         # the built tree first; then what the build environment put there (pip's isolated build
         # environment reaches its packages, hyperscan among them, through PYTHONPATH)
         path = os.pathsep.join(p for p in (os.path.abspath(self.build_lib), os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
+        # the packaged signatures alone: no operator signature directory of the builder's
+        env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", RLHEALTH_SIGNATURES="",
+                   XDG_CONFIG_HOME=os.path.join(os.path.abspath(self.build_lib), "no-config"))
         done = subprocess.run([sys.executable, "-c", _COMPILE_PACKAGED, rules_dir], env=env,
                               capture_output=True, text=True, cwd=self.build_lib)
         if done.returncode == 0:
             print(f"compiled the signature database: {done.stdout.strip()}")
         else:
             print("rlhealth: the signature database was not compiled at build time (a diagnosis compiles it):\n"
+                  + done.stderr.strip()[-2000:], file=sys.stderr)
+        done = subprocess.run([sys.executable, "-c", _STORE_CATALOG, rules_dir], env=env,
+                              capture_output=True, text=True, cwd=self.build_lib)
+        if done.returncode == 0:
+            print(f"stored the validated catalog: {done.stdout.strip()}")
+        else:
+            print("rlhealth: the catalog was not stored at build time (a diagnosis validates the packaged files):\n"
                   + done.stderr.strip()[-2000:], file=sys.stderr)
 
 

@@ -13,7 +13,7 @@ import threading
 from rlhealth.probes.parse.nvidia_smi import GPU_NAME_LINE_PATTERN
 from rlhealth.probes.events import EVENT_SCAN_EXPRESSIONS, EVENT_TRIGGER
 from rlhealth.probes.scan import Pattern, Scanner
-from rlhealth.packaged import signature_documents
+from rlhealth.packaged import packaged_catalog_data, signature_documents
 
 EXTRACTORS: dict[str, str] = {
     "x_boundary": r"task=\S+/0 \| \[iris setup\] step 1/2",
@@ -63,7 +63,12 @@ def scan_patterns(signatures: list[tuple[str, str, bool]]) -> tuple[Pattern, ...
 def packaged_signature_patterns() -> list[tuple[str, str, bool]] | None:
     """``(id, pattern, caseless)`` of the packaged signature files, in the catalog's order (file
     name), not validated; None when any file does not read as a mapping with those fields (the
-    catalog then reports it, and compiles what it validated)."""
+    catalog then reports it, and compiles what it validated). The catalog the install stored for
+    these files (``rlhealth.packaged.packaged_catalog_data``) gives them without parsing a file."""
+    stored = packaged_catalog_data()
+    if stored is not None:
+        return [(v["values"]["id"], v["values"]["pattern"], v["values"]["caseless"])
+                for v in stored["catalog"]["signatures"].values()]
     out = []
     try:
         for _, document in signature_documents():

@@ -4,19 +4,19 @@ Everything here comes from ``rlhealth.rules`` via ``importlib.resources`` (never
 path relative to the source tree). ``load_catalog`` validates every file and
 collects all problems, each with its file, before failing.
 """
-from __future__ import annotations
 
 import csv
 import io
 import re
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rlhealth.packaged import packaged_text, parse_yaml, signature_documents
+from rlhealth.packaged import (CATALOG_CACHE_DIR, CATALOG_FORMAT, catalog_cache_name, catalog_key, packaged_catalog_data,
+                               packaged_text, parse_yaml, signature_documents)
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]{3,79}$")
 _yaml = parse_yaml
@@ -28,7 +28,7 @@ class CatalogError(Exception):
 
 class Signature(BaseModel):
     """A log signature: a hyperscan-compatible regex plus what it means."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     id: str
     title: str
     family: str
@@ -77,7 +77,7 @@ class RuleSpec(BaseModel):
     (``level``) is computed from what it consumes: a rule runs only once every rule producing an
     input of it has run, so ``unless`` sees complete inputs.
     """
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     id: str
     description: str
     when: dict[str, dict[str, Any]]
@@ -128,7 +128,7 @@ class RuleSpec(BaseModel):
 
 
 class Catalog(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
     signatures: dict[str, Signature]
     rules: list[RuleSpec]
     """Every rule, with its computed ``level`` (stratum), sorted by (level, id)."""
@@ -175,7 +175,67 @@ load_catalog.cache_clear = lambda: _load_catalog.cache_clear()   # type: ignore[
 
 
 @lru_cache(maxsize=4)
-def _load_catalog(_signature_dirs: tuple[str, ...]) -> Catalog:
+def _load_catalog(signature_dirs: tuple[str, ...]) -> Catalog:
+    if not signature_dirs:
+        stored = packaged_catalog_data()
+        if stored is not None:
+            return catalog_from_data(stored["catalog"])
+    return validate_catalog()
+
+
+def catalog_data(catalog: Catalog) -> dict[str, Any]:
+    """``catalog`` as plain data (dicts, lists, strings, numbers): each model's field values and
+    the fields that were set; ``catalog_from_data`` rebuilds the same catalog from it."""
+    def model(m: BaseModel) -> dict[str, Any]:
+        return {"values": m.model_dump(), "set": sorted(m.model_fields_set)}
+
+    values = catalog.model_dump(exclude={"signatures", "rules"})
+    return {"values": values, "set": sorted(catalog.model_fields_set),
+            "signatures": {k: model(v) for k, v in catalog.signatures.items()},
+            "rules": [model(r) for r in catalog.rules]}
+
+
+def catalog_from_data(data: dict[str, Any]) -> Catalog:
+    """The catalog ``catalog_data`` gave: its models constructed from values that were validated
+    when it was stored (no validation again)."""
+    def model(cls, d: dict[str, Any]):
+        return cls.model_construct(_fields_set=set(d["set"]), **d["values"])
+
+    return Catalog.model_construct(
+        _fields_set=set(data["set"]), **data["values"],
+        signatures={k: model(Signature, v) for k, v in data["signatures"].items()},
+        rules=[model(RuleSpec, r) for r in data["rules"]])
+
+
+def write_packaged_catalog(rules_dir) -> Path:
+    """Validate the packaged files and store the catalog, as plain data under its key
+    (``rlhealth.packaged.catalog_key``), in ``rules_dir/compiled/`` (the install's build step:
+    ``rules_dir`` is the built ``rlhealth/rules``, the package being imported from the built tree),
+    alone there. Raises ``CatalogError`` for invalid files, ``ValueError`` when operator signature
+    directories apply. Returns its path."""
+    import pickle
+
+    key = catalog_key()
+    if key is None:
+        raise ValueError("operator signature directories apply: the packaged catalog alone is stored")
+    catalog = validate_catalog()
+    data = {"format": CATALOG_FORMAT, "key": key, "catalog": catalog_data(catalog)}
+    if catalog_from_data(data["catalog"]) != catalog:
+        raise ValueError("the stored catalog does not rebuild the validated one")
+    out = Path(rules_dir) / CATALOG_CACHE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob(catalog_cache_name("*")):
+        old.unlink()
+    path = out / catalog_cache_name(key)
+    path.write_bytes(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def validate_catalog() -> Catalog:
+    """Read and validate the packaged files and the operator's signature directories
+    (``signature_documents``); ``CatalogError`` lists every problem."""
+    import yaml
+
     errors: list[str] = []
     files: list[str] = []
     signatures: dict[str, Signature] = {}

@@ -9,7 +9,6 @@ Derived facts (``Conclusion``, ``Finding``, ``GateStatus``, ``VerdictCandidate``
 rules of the rule base (``rules/rulesets/*.yaml``) and consumed by later rules; each keeps the ids
 of the facts it was derived from, so every conclusion has a derivation down to quoted lines.
 """
-from __future__ import annotations
 
 from typing import Any, Literal
 
@@ -65,7 +64,7 @@ class ProblemNote(BaseModel):
 
 class Fact(BaseModel):
     """Base of every fact handed to the rule engine."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     kind: str
     fact_id: str
     evidence: tuple[Evidence, ...] = ()

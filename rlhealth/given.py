@@ -4,13 +4,11 @@ Given evidence is marked as such in every report (``"source": "given"``): it was
 rlhealth, not observed in the bundle. The rule base decides how it is used; this module only
 types it.
 """
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class GivenModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)   # built when a command is given one
     name: str
     total_params_b: float | None = Field(default=None, gt=0)
     active_params_b: float | None = Field(default=None, gt=0)
@@ -25,7 +23,7 @@ class GivenModel(BaseModel):
 
 class Given(BaseModel):
     """Dispatcher inputs: evidence that was given, not observed."""
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     source: str = "given"
     gpu: str | None = None
     model: GivenModel | None = None
@@ -50,6 +48,8 @@ def given_from_args(args) -> Given | None:
     focus = tuple(f.strip() for f in (getattr(args, "focus", None) or []) if f.strip())
     if name is None and (total is not None or active is not None):
         raise ValueError("--total-params-b / --active-params-b need --model")
+    if not gpu and name is None and not focus:
+        return None         # nothing given (what ``Given.is_empty`` says of the model it would build)
     try:
         model = GivenModel(name=name, total_params_b=total, active_params_b=active if active is not None else total) \
             if name is not None else None

@@ -89,3 +89,88 @@ def _signature_documents(extra_dirs: tuple[str, ...]) -> tuple[tuple[str, Any], 
             found[entry.name] = document
     out: list[tuple[str, Any]] = sorted(found.items(), key=lambda kv: kv[0])
     return tuple(out)
+
+
+# ----------------------------------------------------------------------------- validated catalog
+CATALOG_CACHE_DIR = "compiled"
+"""Where an install keeps the validated catalog of the packaged files, under ``rlhealth/rules/``
+(written by ``setup.py``'s build step, ``rlhealth.catalog.write_packaged_catalog``; read-only at
+run time), next to the compiled signature database."""
+CATALOG_FORMAT = "rlhealth-catalog/1"
+_KEY_SOURCES = ("catalog.py", "facts.py", "packaged.py")
+"""The code a validated catalog depends on (its models, checks and fact fields), part of its key."""
+_KEY_FILES = (("", ".yaml"), ("signatures", ".yaml"), ("rulesets", ".yaml"), ("tables", ".csv"))
+"""The packaged files the catalog is read from (folder, suffix), part of its key."""
+
+
+def catalog_key() -> str | None:
+    """The key of the validated catalog of the packaged files: a hash of the format, the Python
+    version, the code the validation runs (``_KEY_SOURCES``) and every packaged knowledge file (name
+    and bytes). None when operator signature directories apply (their catalog is validated at
+    every run) or the packaged files are not plain files."""
+    if operator_signature_directories():
+        return None
+    return _packaged_files_key()
+
+
+def _packaged_files_key() -> str | None:
+    import hashlib
+    import sys
+
+    root = _signature_directory().parent
+    if not isinstance(root, Path):
+        return None
+    digest = hashlib.sha256(f"{CATALOG_FORMAT} {sys.version_info[:2]}".encode())
+    try:
+        here = Path(__file__).parent
+        for name in _KEY_SOURCES:
+            data = (here / name).read_bytes()
+            digest.update(f"\0code {name} {len(data)}\0".encode() + data)
+        for folder, suffix in _KEY_FILES:
+            with os.scandir(root / folder) as entries:
+                names = sorted(e.name for e in entries if e.name.endswith(suffix) and e.is_file())
+            for name in names:
+                data = (root / folder / name).read_bytes()
+                digest.update(f"\0file {folder}/{name} {len(data)}\0".encode() + data)
+    except OSError:
+        return None
+    return digest.hexdigest()[:32]
+
+
+def catalog_cache_name(key: str) -> str:
+    return f"catalog-{key}.pickle"
+
+
+def packaged_catalog_data() -> dict[str, Any] | None:
+    """The validated catalog the install stored for exactly these packaged files and this code
+    (``catalog_key``), as plain data (``rlhealth.catalog.catalog_data``), or None: operator
+    signature directories apply, the install stored none, or its key is not this one. Read once
+    per process; a run never writes it."""
+    return None if operator_signature_directories() else _stored_catalog()
+
+
+packaged_catalog_data.cache_clear = lambda: _stored_catalog.cache_clear()   # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=1)
+def _stored_catalog() -> dict[str, Any] | None:
+    import pickle
+
+    key = _packaged_files_key()
+    if key is None:
+        return None
+    path = _signature_directory().parent / CATALOG_CACHE_DIR / catalog_cache_name(key)
+
+    class PlainData(pickle.Unpickler):
+        def find_class(self, module, name):    # the catalog is plain data: no object of any class
+            raise pickle.UnpicklingError(f"{module}.{name} in a stored catalog")
+
+    try:
+        with open(path, "rb") as handle:
+            data = PlainData(handle).load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError,
+            IndexError, KeyError, MemoryError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != CATALOG_FORMAT or data.get("key") != key:
+        return None
+    return data

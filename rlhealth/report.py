@@ -5,21 +5,21 @@ Schema shipped in ``rlhealth/schema/report.schema.json`` is generated from these
 (``rlhealth.schemas``; ``python -m rlhealth.schemas --write`` rewrites it, a test checks that the
 shipped file is the generated one), and every incident's report is validated against it.
 """
-from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
 from importlib import resources
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlhealth.facts import Evidence
 
 SCHEMA_ID = "rlhealth.report/v1"
-_DOCUMENTED = ConfigDict(extra="forbid", use_attribute_docstrings=True, json_schema_serialization_defaults_required=True)
-"""Every report model: no unknown keys; attribute docstrings are the schema's descriptions; a field
-with a default is always printed, so the schema requires it."""
+DOCUMENTED = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+"""Every report model: no unknown keys; a field with a default is always printed, so the schema
+requires it. The attribute docstrings are the schema's descriptions: ``rlhealth.schemas`` reads them
+when it generates the schema (not at import: reading the source costs every command)."""
 
 NextActionKind = Literal["kill", "leave", "probe", "fix_and_relaunch", "investigate"]
 GATE_NAMES = ("liveness", "resources", "rollouts", "dynamics")
@@ -27,22 +27,36 @@ GATE_NAMES = ("liveness", "resources", "rollouts", "dynamics")
 
 class NextActionMachine(BaseModel):
     """Machine form of next_action; command is the exact rlhealth probe argv for kind probe, else null."""
-    model_config = _DOCUMENTED
+    model_config = ConfigDict(DOCUMENTED, defer_build=True)   # its schema only: built on first use
     kind: NextActionKind
     command: list[str] | None = Field(json_schema_extra={"minItems": 1})
     deciding_rule: str | None = None
 
 
+class _ModelJsonSchema:
+    """A field's JSON Schema: ``model``'s (serialization mode), or null; computed when a schema is
+    generated, not at import."""
+
+    def __init__(self, model: type[BaseModel]):
+        self.model = model
+
+    def __get_pydantic_json_schema__(self, _core_schema: Any, _handler: Any) -> dict[str, Any]:
+        return {"anyOf": [self.model.model_json_schema(mode="serialization"), {"type": "null"}]}
+
+    def __hash__(self) -> int:
+        return hash(self.model)
+
+
 class ErrorInfo(BaseModel):
     """Only when the command could not run: a usage error (exit 2), an internal failure (exit 1), or an interrupt (exit 130 SIGINT, 143 SIGTERM)."""
-    model_config = _DOCUMENTED
+    model_config = ConfigDict(DOCUMENTED, defer_build=True)
     kind: Literal["usage", "internal", "interrupted"]
     message: str
     exit_code: int
 
 
 class GateReport(BaseModel):
-    model_config = _DOCUMENTED
+    model_config = DOCUMENTED
     status: Literal["PASS", "FAIL", "ERROR"]
     finding: str
     evidence: list[Evidence] = Field(default_factory=list)
@@ -76,7 +90,7 @@ class JobIdentity(BaseModel):
 
 
 class AttemptReport(BaseModel):
-    model_config = _DOCUMENTED
+    model_config = DOCUMENTED
     attempt: int
     state: str
     first_error: str | None = None
@@ -84,7 +98,7 @@ class AttemptReport(BaseModel):
 
 
 class RestartsReport(BaseModel):
-    model_config = _DOCUMENTED
+    model_config = DOCUMENTED
     burned: int = Field(0, ge=0)
     max_retries: int | None = None
     remaining: int | None = None
@@ -98,14 +112,14 @@ class RestartsReport(BaseModel):
 
 
 class JobRef(BaseModel):
-    model_config = _DOCUMENTED
+    model_config = DOCUMENTED
     id: str
     cluster: str
     backend: str
 
 
 class Report(BaseModel):
-    model_config = _DOCUMENTED
+    model_config = DOCUMENTED
     schema_: Literal["rlhealth.report/v1"] = Field(SCHEMA_ID, alias="schema")
     job: JobRef
     evidence_dir: str
@@ -143,8 +157,7 @@ class Report(BaseModel):
     """What job was judged: model, class, parameters, GPU type, engine geometry, stage, each with its source."""
     given: dict[str, Any] | None = None
     """Dispatcher inputs (--gpu, --model, --focus): evidence given to rlhealth, not observed."""
-    next_action_machine: Annotated[dict[str, Any] | None, WithJsonSchema(
-        {"anyOf": [NextActionMachine.model_json_schema(mode="serialization"), {"type": "null"}]})] = None
+    next_action_machine: Annotated[dict[str, Any] | None, _ModelJsonSchema(NextActionMachine)] = None
     """``{"kind": kill|leave|probe|fix_and_relaunch|investigate, "command": argv | null, "deciding_rule"}``."""
     plots: dict[str, Any] | None = Field(default=None, exclude=True)
     """Series for the HTML report's plots (``rlhealth.plots_data``); never part of the JSON."""
@@ -162,7 +175,7 @@ def _error_is_optional(schema: dict[str, Any]) -> None:
 
 class ReportDocument(Report):
     """What ``--format json`` prints: the report, and ``error`` when the command could not run."""
-    model_config = ConfigDict(_DOCUMENTED, json_schema_extra=_error_is_optional)
+    model_config = ConfigDict(DOCUMENTED, json_schema_extra=_error_is_optional, defer_build=True)
     error: ErrorInfo | None = None
     """Only when the command could not run: a usage error (exit 2), an internal failure (exit 1), or an interrupt (exit 130 SIGINT, 143 SIGTERM)."""
 

@@ -111,16 +111,28 @@ _UNDECIDED = object()
 _TOKEN_RX: dict[tuple[str, str, bool], re.Pattern] = {}
 
 
-def token_regexes(catalog: Catalog) -> dict[str, re.Pattern]:
-    """Each signature's pattern as a Python regex (its whole-word check, ``events.token_match``)."""
-    out = {}
-    for k, sig in catalog.signatures.items():
+class TokenRegexes:
+    """Each signature's pattern as a Python regex (its whole-word check, ``events.token_match``),
+    compiled when first asked for: a diagnosis checks only the signatures its logs matched."""
+
+    def __init__(self, catalog: Catalog):
+        self._signatures = catalog.signatures
+
+    def __contains__(self, k: str) -> bool:
+        return k in self._signatures
+
+    def __getitem__(self, k: str) -> re.Pattern:
+        sig = self._signatures[k]
         key = (k, sig.pattern, sig.caseless)
         rx = _TOKEN_RX.get(key)
         if rx is None:
             rx = _TOKEN_RX[key] = re.compile(sig.pattern, re.IGNORECASE if sig.caseless else 0)
-        out[k] = rx
-    return out
+        return rx
+
+
+def token_regexes(catalog: Catalog) -> TokenRegexes:
+    """Each signature's pattern as a Python regex, by signature id (compiled on first use)."""
+    return TokenRegexes(catalog)
 
 
 class Signatures(Extractor):
