@@ -210,7 +210,7 @@ def _reference_path(monkeypatch, block_bytes=None):
     class Sync:
         forked = False
 
-        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None):
+        def __init__(self, trace_root, aliases, sample_size, *, since=None, workers=4, after=None, early=None):
             self.args = (trace_root, aliases, sample_size, since)
 
         def result(self, on_chunk=None, *, outputs=True):

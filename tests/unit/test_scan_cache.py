@@ -164,8 +164,10 @@ def signature_dir(monkeypatch, tmp_path):
     """The packaged signature directory replaced by an empty temporary one (documents re-read)."""
     monkeypatch.setattr(packaged, "_signature_directory", lambda: tmp_path)
     packaged.signature_documents.cache_clear()
+    packaged.packaged_catalog_data.cache_clear()     # an install's stored catalog is of the real files
     yield tmp_path
     packaged.signature_documents.cache_clear()
+    packaged.packaged_catalog_data.cache_clear()
 
 
 @pytest.mark.parametrize("text", ["id: [unclosed\n", "- a list, not a mapping\n", "id: a_signature\npattern: 7\n",
