@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rlhealth.forks import cpus
 from rlhealth.probes.patterns import prepare_packaged
 
 SCHEMA_ID = "rlhealth.triage/v1"
@@ -50,10 +51,7 @@ def find_bundles(root: Path) -> list[Path]:
 
 
 def usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+    return max(1, cpus())
 
 
 def _diagnose_one(path: str, now_iso: str, max_age_s: float) -> dict[str, Any]:

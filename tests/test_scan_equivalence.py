@@ -227,9 +227,9 @@ def _reference_path(monkeypatch, block_bytes=None):
 def _fast_path(monkeypatch, block_bytes=None):
     monkeypatch.setattr(extract_mod, "FAST_ROUTING", True)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)       # processes even for tiny corpora
-    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
+    monkeypatch.setattr(trials_mod, "may_fork", lambda: True)     # idle threads other tests left behind
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 3)
-    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(trials_mod, "cpus", lambda: 2)
     monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 0)  # the reader shares the log files too
     if block_bytes is not None:
         original = scan_mod.Scanner.iter_blocks
@@ -312,8 +312,8 @@ def test_trials_processes_equal_sequential(bench_bundle, monkeypatch):
     sequential = trials_mod.summarize_trials(trace, {}, 50, workers=1)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 7)
-    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
-    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(trials_mod, "may_fork", lambda: True)     # idle threads other tests left behind
+    monkeypatch.setattr(trials_mod, "cpus", lambda: 2)
     parallel = trials_mod.summarize_trials(trace, {}, 50, workers=2)
     background = trials_mod.BackgroundSummary(trace, {}, 50)
     assert len(background._readers) == 1
@@ -326,8 +326,8 @@ def test_trials_background_falls_back_when_the_child_fails(bench_bundle, monkeyp
     trace = bench_bundle / "trace_jobs"
     expected = trials_mod.summarize_trials(trace, {}, 50, workers=1)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)
-    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
-    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)
+    monkeypatch.setattr(trials_mod, "cpus", lambda: 2)
+    monkeypatch.setattr(trials_mod, "may_fork", lambda: True)
     monkeypatch.setattr(trials_mod, "_reader_child", lambda send, *a: os._exit(3))
     reread = []
     in_process = trials_mod.BackgroundSummary._tally_in_process

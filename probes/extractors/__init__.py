@@ -33,7 +33,7 @@ def extraction(catalog: Catalog, skip: dict[str, re.Pattern], reference: float |
         events,
         Signatures(catalog, skip, events, chained=part),
         Trainer(first_record_per_step=first_record_per_step and extract.FAST_ROUTING),
-        Stats(reference),
+        Stats(reference, settle_each_file=part),
         EngineConfig(),
         GenerationBuffer(),
         Rollouts(),

@@ -38,8 +38,12 @@ class Stats(Extractor):
     keys = frozenset({"x_stats"})
     raw_key = "x_stats"
 
-    def __init__(self, reference: float | None) -> None:
+    def __init__(self, reference: float | None, *, settle_each_file: bool = False) -> None:
         self.reference = reference
+        self.settle_each_file = settle_each_file
+        """Build the samples of the queued lines at the end of every file (a part scanned apart,
+        in a reader process: that work is then done in parallel, and the in-order merge only
+        moves samples), not only when the result is written."""
         self.stats: dict[str, deque] = {}
         """Per engine: ``StatsSample``s, or ``(text, source, line, engine, era)`` of the fast lane."""
         self.count = 0
@@ -52,8 +56,8 @@ class Stats(Extractor):
         self.engine_cache = {}
 
     def __getstate__(self):
-        return {"reference": self.reference, "stats": self.stats, "count": self.count, "eras": self.eras,
-                "engine_cache": {}, "_sink": None}
+        return {"reference": self.reference, "settle_each_file": self.settle_each_file, "stats": self.stats,
+                "count": self.count, "eras": self.eras, "engine_cache": {}, "_sink": None}
 
     # --- a line with other keys too: the plain parse
     def feed(self, hit, keys, occ) -> None:
@@ -146,6 +150,8 @@ class Stats(Extractor):
         if self._sink is not None:      # what it queued before a failure stays, as the rest does
             self.count += self._sink.count
             self._sink = None
+        if self.settle_each_file:
+            self._settle()
 
     def merge(self, later: Stats) -> None:
         for engine, queue in later.stats.items():
@@ -157,6 +163,12 @@ class Stats(Extractor):
         self.eras |= later.eras
 
     def result(self, read) -> None:
+        self._settle()
+        read.stats = self.stats
+        read.stats_count = self.count
+        read.stats_eras = self.eras
+
+    def _settle(self) -> None:
         """The samples of the queued lines (same values as ``vp.parse_stats``): only the ones still
         in a per-engine queue get a timestamp and a ``StatsSample``."""
         of_values = vp.sample_of_values
@@ -176,6 +188,3 @@ class Stats(Extractor):
                                                line_timestamp(text, reference))
                 done.append(item)
             self.stats[engine] = done
-        read.stats = self.stats
-        read.stats_count = self.count
-        read.stats_eras = self.eras

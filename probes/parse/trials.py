@@ -35,7 +35,6 @@ import os
 import re
 import stat
 import sys
-import threading
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from typing import Any, Callable
 
 import orjson
 
+from rlhealth.forks import cpus, may_fork
 from rlhealth.packaged import packaged_yaml
 
 from rlhealth.probes.parse.timestamps import parse_iso
@@ -885,18 +885,6 @@ def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: 
         send.close()
 
 
-def _may_fork() -> bool:
-    """Linux, and no other thread running (a forked child would inherit the locks they hold)."""
-    return sys.platform.startswith("linux") and threading.active_count() == 1
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _chunk_tokens(count: int) -> int:
     """The read end of a pipe holding the chunk numbers 0..count-1 as 4-byte tokens, its write end
     closed (the queue readers claim from: see ``_read_claimed``)."""
@@ -982,7 +970,7 @@ class EarlyTrials:
         self.tokens: int | None = None
         self._reader: tuple[Any, Any] | None = None
         self._params = None
-        if _cpus() < 2 or not _may_fork() or _chunk_size(self.chunks) < PROCESS_MIN_TRIALS:
+        if cpus() < 2 or not may_fork() or _chunk_size(self.chunks) < PROCESS_MIN_TRIALS:
             return
         read_end = _chunk_tokens(len(self.chunks))
         ctx = multiprocessing.get_context("fork")
@@ -1072,7 +1060,7 @@ class BackgroundSummary:
         self.after_results: list[Any] = []
         self._on_chunk: Callable[[int, int], None] | None = None
         """Told (chunks read here, chunks in all) after each chunk this process reads (``result``)."""
-        procs = min(workers, _cpus())
+        procs = min(workers, cpus())
         forks = procs - 1
         if early is not None and early.started and early.trace_root == Path(trace_root) and forks >= 1:
             # the early reader is one of the readers; another is forked only for ``after``
@@ -1082,10 +1070,10 @@ class BackgroundSummary:
                 forks -= 1
         else:
             self._chunks = list_trials(trace_root)
-            if procs < 2 or not _may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
+            if procs < 2 or not may_fork() or _chunk_size(self._chunks) < PROCESS_MIN_TRIALS:
                 return
             self._tokens = _chunk_tokens(len(self._chunks))
-        if forks < 1 or not _may_fork():
+        if forks < 1 or not may_fork():
             return
         ctx = multiprocessing.get_context("fork")
         gc.freeze()          # the readers never touch the caller's objects for garbage collection

@@ -12,6 +12,7 @@ the same description; tests/unit/test_linescan.py checks that both read every li
 """
 from __future__ import annotations
 
+import operator
 import re
 
 from typing import NamedTuple
@@ -237,14 +238,17 @@ def stats_values(m: re.Match) -> tuple:
 
 _FIELD_NAMES = tuple(field.name for field in STATS_FIELDS)
 _SAMPLE_FIELDS = tuple(_FIELD_NAMES.index(name) for name in ("prompt", "gen", "running", "waiting", "kv"))
+_sample_values = operator.itemgetter(*_SAMPLE_FIELDS)
+_new_sample = StatsSample._make
 
 
 def sample_of_values(text: str, values: tuple, engine: str, era: str, source: str, line: int,
                      ts: float | None) -> StatsSample:
     """The sample of a stats line from its ``stats_values`` and its ``engine_and_era``."""
-    prompt, gen, running, waiting, kv = (values[i] for i in _SAMPLE_FIELDS)
-    return StatsSample(engine=engine, ts=ts, prompt_tok_s=prompt, gen_tok_s=gen, running=running,
-                       waiting=waiting or 0, kv_pct=kv, source=source, line=line, era=era, text=text)
+    prompt, gen, running, waiting, kv = _sample_values(values)
+    # positional, in field order (engine, ts, prompt_tok_s, gen_tok_s, running, waiting, kv_pct,
+    # source, line, era, text): thousands are built per bundle
+    return _new_sample((engine, ts, prompt, gen, running, waiting or 0, kv, source, line, era, text))
 
 
 def stats_sample(text: str, m: re.Match, engine: str, era: str, source: str, line: int, ts: float | None) -> StatsSample:

@@ -23,6 +23,7 @@ def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
     """``given``: the dispatcher's inputs (``rlhealth.given.Given``); they fill what the evidence
     does not state (GPU, model) and are marked as given in the measurement's source."""
     obs = Observation(read=read, catalog=catalog, now=now)
+    trials.start(obs)
     problems.observe(obs)
     job.observe(obs, max_age_s=max_age_s, mode_override=mode_override, given=given)
     trainer.observe(obs)

@@ -38,6 +38,8 @@ class Observation:
     """The model as the evidence states it (name, source, parameters), before any given ``--model``."""
     identity: dict[str, Any] | None = None
     """The job's identity (rlhealth/observers/identity.py) for the report."""
+    coherence: Any = None
+    """The coherence sample being measured apart (``coherence.measuring``), if it is."""
 
     @property
     def param(self) -> dict[str, float]:

@@ -15,6 +15,13 @@ from rlhealth.probes.parse.trials import weight_syncs
 from rlhealth.probes.textio import quote
 
 
+def start(obs: Observation) -> None:
+    """Start measuring the coherence sample (``coherence.measuring``), before the other observers run."""
+    s = obs.read.trials
+    if s is not None:
+        obs.coherence = coherence.measuring([text for _, _, text in s.coherence_samples], obs.param)
+
+
 def observe(obs: Observation) -> None:
     read, catalog = obs.read, obs.catalog
     infra = catalog.trial_exceptions.get("infra") or {}
@@ -29,7 +36,8 @@ def observe(obs: Observation) -> None:
     if top_exc and s.exception_example.get(top_exc):
         evidence.append(summary(f"trace_jobs/{s.exception_example[top_exc]}",
                                 f"exception_type: {top_exc} ({top_n}/{finished} finished trials)"))
-    judged = judge_coherence(s.coherence_samples, obs.param, read.weight_update_first)
+    judged = judge_coherence(s.coherence_samples, obs.param, read.weight_update_first,
+                             obs.coherence.result() if obs.coherence is not None else None)
     per_step = judge_steps(judged.pop("flagged"), weight_syncs(read.weight_update_lines, obs.param["weight_sync_group_s"]),
                            obs.param, read.weight_update_first)
     shown = judged.pop("evidence")     # the example output, then the change-point sync, then the first sync
@@ -71,10 +79,11 @@ def _share(n: int, of: int) -> float | None:
     return round(n / of, 3) if of else None
 
 
-def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict:
+def judge_coherence(samples, param: dict, first_sync: Occurrence | None, measured: list | None = None) -> dict:
     """Per-signal counts over the sampled agent outputs, split at the first weight broadcast.
 
-    Each output is measured (``coherence.measure``) and flagged per signal by its named limit
+    Each output is measured (``coherence.measure``; ``measured``: their measures, already taken,
+    as ``coherence.measuring`` takes them) and flagged per signal by its named limit
     (``coherence.flags``); the share of flagged outputs is what the rules judge. Returns the
     TrialsMeasured fields plus ``evidence`` (the first flagged output, or the first coherent one;
     the first weight broadcast line) and ``summary`` (the per-signal counts, None without samples)."""
@@ -83,10 +92,9 @@ def judge_coherence(samples, param: dict, first_sync: Occurrence | None) -> dict
     bad_example = good_example = None
     sync_ts = first_sync.ts if first_sync is not None else None
     flagged_by_start: list[tuple[float | None, bool]] = []
-    for start, source, text in samples:
-        m = coherence.measure(text, sample_chars=int(param["coherence_sample_chars"]),
-                              min_zipf=param["coherence_dictionary_min_zipf"],
-                              min_language_letters=int(param["coherence_language_min_letters"]))
+    if measured is None:
+        measured = coherence.measure_all([text for _, _, text in samples], **coherence.measure_params(param))
+    for (start, source, text), m in zip(samples, measured):
         flagged = coherence.flags(m, param)
         for signal in flagged:
             counts[signal] += 1

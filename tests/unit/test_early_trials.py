@@ -44,11 +44,11 @@ def trace(tmp_path_factory) -> Path:
 def forking(monkeypatch):
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(T, "PROCESS_CHUNK", 4)
-    monkeypatch.setattr(T, "_cpus", lambda: 2)
-    monkeypatch.setattr(T, "_may_fork", lambda: True)            # idle threads other tests left behind
+    monkeypatch.setattr(T, "cpus", lambda: 2)
+    monkeypatch.setattr(T, "may_fork", lambda: True)            # idle threads other tests left behind
 
 
-_REAL_MAY_FORK = T._may_fork
+_REAL_MAY_FORK = T.may_fork
 
 
 def _sequential(trace: Path, since: float | None = None) -> dict:
@@ -120,7 +120,7 @@ def test_another_trace_root_is_not_adopted(trace, forking, tmp_path):
 
 
 def test_no_early_fork_while_a_thread_runs(trace, forking, monkeypatch):
-    monkeypatch.setattr(T, "_may_fork", _REAL_MAY_FORK)
+    monkeypatch.setattr(T, "may_fork", _REAL_MAY_FORK)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()

@@ -395,8 +395,8 @@ def _forking(monkeypatch):
     monkeypatch.setattr(bundle_mod, "PARALLEL_SCAN_MIN_BYTES", 0)
     monkeypatch.setattr(trials_mod, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(trials_mod, "PROCESS_CHUNK", 1)
-    monkeypatch.setattr(trials_mod, "_may_fork", lambda: True)     # idle threads other tests left behind
-    monkeypatch.setattr(trials_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(trials_mod, "may_fork", lambda: True)     # idle threads other tests left behind
+    monkeypatch.setattr(trials_mod, "cpus", lambda: 2)
 
 
 def _bundle_with_trials(tmp_path: Path) -> Path:

@@ -149,8 +149,8 @@ def test_hostile_trial_files_never_crash_nor_lose_the_others(hostile_trace, monk
     trace, cases = hostile_trace
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(T, "PROCESS_CHUNK", 3)
-    monkeypatch.setattr(T, "_cpus", lambda: 2)
-    monkeypatch.setattr(T, "_may_fork", lambda: True)            # idle threads other tests left behind
+    monkeypatch.setattr(T, "cpus", lambda: 2)
+    monkeypatch.setattr(T, "may_fork", lambda: True)            # idle threads other tests left behind
     s = T.summarize_trials(trace, {}, 50, workers=workers)
     n_started_only = sum(1 for p in cases.values() if p == "started")
     assert s.started == len(GOOD_REWARDS) + len(cases)          # symlinked dirs and files are not trials
@@ -182,7 +182,7 @@ def test_no_fork_while_other_threads_run(hostile_trace, monkeypatch):
     import threading
     trace, _ = hostile_trace
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
-    monkeypatch.setattr(T, "_cpus", lambda: 2)
+    monkeypatch.setattr(T, "cpus", lambda: 2)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
@@ -200,8 +200,8 @@ def test_processes_equal_one_process_on_hostile_files(hostile_trace, monkeypatch
     sequential = T.summarize_trials(trace, {}, 50, workers=1)
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
     monkeypatch.setattr(T, "PROCESS_CHUNK", 2)
-    monkeypatch.setattr(T, "_cpus", lambda: 3)
-    monkeypatch.setattr(T, "_may_fork", lambda: True)            # idle threads other tests left behind
+    monkeypatch.setattr(T, "cpus", lambda: 3)
+    monkeypatch.setattr(T, "may_fork", lambda: True)            # idle threads other tests left behind
     shared = T.BackgroundSummary(trace, {}, 50, workers=3)
     assert len(shared._readers) == 2                             # two forked readers and this process
     assert asdict(shared.result()) == asdict(sequential)
@@ -374,6 +374,6 @@ def test_listing_regroups_past_the_queue_capacity(hostile_trace, monkeypatch):
     chunks = T.list_trials(trace)
     assert len(chunks) == 3 and sorted(n for c in chunks for n in c.split(b"\0")) == names
     monkeypatch.setattr(T, "PROCESS_MIN_TRIALS", 1)
-    monkeypatch.setattr(T, "_cpus", lambda: 2)
-    monkeypatch.setattr(T, "_may_fork", lambda: True)
+    monkeypatch.setattr(T, "cpus", lambda: 2)
+    monkeypatch.setattr(T, "may_fork", lambda: True)
     assert asdict(T.summarize_trials(trace, {}, 50, workers=2)) == asdict(expected)

@@ -1,0 +1,79 @@
+"""rlhealth.forks.Forked: a value computed in a forked child is the value computed here; a child
+that does not deliver costs only the computation here."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import rlhealth.forks as F
+from rlhealth.observers import coherence
+
+
+@pytest.fixture
+def forking(monkeypatch):
+    monkeypatch.setattr(F, "cpus", lambda: 2)
+    monkeypatch.setattr(F, "may_fork", lambda: True)        # idle threads other tests left behind
+
+
+def _pid_and(value):
+    return os.getpid(), value
+
+
+def test_the_value_comes_from_a_child(forking):
+    job = F.Forked(_pid_and, [1, 2, 3])
+    assert job.forked
+    pid, value = job.result()
+    assert value == [1, 2, 3] and pid != os.getpid()
+
+
+def test_no_fork_without_a_second_cpu(monkeypatch):
+    monkeypatch.setattr(F, "cpus", lambda: 1)
+    job = F.Forked(_pid_and, "x")
+    assert not job.forked
+    assert job.result() == (os.getpid(), "x")
+
+
+def _dies():
+    if os.getpid() != PARENT:
+        os._exit(3)         # the child dies without delivering
+    return "computed here"
+
+
+PARENT = os.getpid()
+
+
+def test_a_child_that_dies_is_computed_here(forking):
+    job = F.Forked(_dies)
+    assert job.forked
+    assert job.result() == "computed here"
+
+
+def _unpicklable():
+    return lambda: None
+
+
+def test_an_undeliverable_value_is_computed_here(forking):
+    job = F.Forked(_unpicklable)
+    assert callable(job.result())
+
+
+def _raises():
+    raise ValueError("garbled")
+
+
+def test_a_failure_is_met_here(forking):
+    job = F.Forked(_raises)
+    with pytest.raises(ValueError, match="garbled"):
+        job.result()
+
+
+def test_coherence_measured_apart_equals_measured_here(forking, monkeypatch):
+    texts = ["The build failed because the test runner could not find the module; I will fix the import.",
+             "тест тест 测试 测试 test test テスト テスト " * 20, "", "<|im_start|>assistant<|im_end|> done"]
+    param = {"coherence_sample_chars": 4000, "coherence_dictionary_min_zipf": 3.0, "coherence_language_min_letters": 40}
+    monkeypatch.setattr(coherence._detector, "cache_info", lambda: type("I", (), {"currsize": 0})())
+    job = coherence.measuring(texts, param)
+    assert job is not None and job.forked
+    assert job.result() == coherence.measure_all(texts, **coherence.measure_params(param))
+    assert coherence.measuring([], param) is None
