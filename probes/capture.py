@@ -28,8 +28,11 @@ ControllerStateName = Literal[
     "pending", "building", "running", "succeeded", "failed", "killed",
     "worker_failed", "unschedulable", "absent",
 ]
-def _value_sets() -> dict[str, list[str]]:
-    return packaged_yaml("sets.yaml")
+@functools.lru_cache(maxsize=1)
+def terminal_states() -> frozenset[str]:
+    """The one terminal-state set (rules/sets.yaml terminal_states), shared with the rule base
+    (read on first use: a diagnosis that reads no controller state never parses the file)."""
+    return frozenset(packaged_yaml("sets.yaml")["terminal_states"])
 
 
 @functools.lru_cache(maxsize=1)
@@ -45,10 +48,6 @@ def capture_probe_policy() -> dict:
     return {"required": list(data.get("required") or []), "informational": set(data.get("informational") or []),
             "artifacts": list(data.get("artifacts") or []), "fixes": dict(data.get("fixes") or {}),
             "whole_sync": dict(data.get("whole_sync") or {})}
-
-
-TERMINAL_STATES = frozenset(_value_sets()["terminal_states"])
-"""The one terminal-state set (rules/sets.yaml terminal_states), shared with the rule base."""
 
 
 def utc_iso(t: datetime) -> str:

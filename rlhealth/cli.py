@@ -15,7 +15,6 @@ import signal
 import sys
 import traceback
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 
 from rlhealth.checks import check_command
@@ -570,9 +569,9 @@ def _early_trials(bundle: Path):
 
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
     max_age_s = parse_duration(args.max_age, "--max-age")
-    given = _given(args)
-    early = _early_trials(bundle)       # forked first: before the compile thread below
+    early = _early_trials(bundle)       # forked first: before pydantic is imported and the compile thread below
     try:
+        given = _given(args)
         from rlhealth.probes.patterns import prepare_packaged
 
         prepare_packaged()      # compiles on another core while the diagnosis imports and loads its rules
@@ -770,6 +769,8 @@ def _cmd_history(args) -> int:
 
 
 def _cmd_schema(args) -> int:
+    from importlib import resources
+
     _emit(resources.files("rlhealth").joinpath("schema", f"{args.name}.schema.json").read_text())
     return 0
 

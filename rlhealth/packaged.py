@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ def parse_yaml(text: str) -> Any:
 
 def packaged_text(name: str) -> str:
     """The text of ``rules/<name>`` (``name`` may hold ``/``)."""
+    from importlib import resources
+
     node = resources.files("rlhealth.rules")
     for part in name.split("/"):
         node = node.joinpath(part)
@@ -39,6 +40,8 @@ SIGNATURES_ENV = "RLHEALTH_SIGNATURES"
 
 
 def _signature_directory():
+    from importlib import resources
+
     return resources.files("rlhealth.rules").joinpath("signatures")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, get_args
 
-from rlhealth.probes.capture import TERMINAL_STATES, Attempt, ControllerState, ControllerStateName
+from rlhealth.probes.capture import Attempt, ControllerState, ControllerStateName, terminal_states
 from rlhealth.probes.parse import COUNT
 from rlhealth.probes.parse.kubernetes import PodInfo
 
@@ -89,7 +89,7 @@ def attempts_from_pods(pods: list[PodInfo]) -> list[Attempt]:
                 error += f": {first_fail['message'][:300]}"
         elif any(p.pod_reason for p in group):
             error = next(p.pod_reason for p in group if p.pod_reason)
-        finished = _last(t.get("finishedAt") for t in terms) if state in TERMINAL_STATES else None
+        finished = _last(t.get("finishedAt") for t in terms) if state in terminal_states() else None
         attempts.append(Attempt(
             attempt=gen, state=state,
             started_at=_first(p.started or p.created for p in group),
@@ -127,7 +127,7 @@ def derive_state(pods: list[PodInfo], manifest: dict | None) -> tuple[Controller
                 f"derived from {len(pods)} pod(s) (newest generation {newest})")
     job = (manifest or {}).get("job") or {}
     mstate = normalize_state(job.get("state")) if isinstance(job, dict) else None
-    if mstate in TERMINAL_STATES:
+    if mstate in terminal_states():
         return (ControllerState(source="iris", state=mstate, failure_count=0, preemption_count=0,
                                 max_retries=None, attempts=[]),
                 f"derived from manifest.json job.state={job.get('state')!r} (no pods)")

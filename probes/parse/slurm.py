@@ -6,10 +6,12 @@ saved under ``slurm/`` into ``state.json``, so a capture can be re-normalized of
 """
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, field
 
-from rlhealth.probes.capture import TERMINAL_STATES
+from rlhealth.probes.capture import terminal_states
 from rlhealth.probes.parse import COUNT, read_count
 from rlhealth.probes.parse.timestamps import iso, parse_iso
 
@@ -41,8 +43,11 @@ _STATE_MAP = {
     "SPECIAL_EXIT": "failed",
     "REVOKED": "killed",
 }
-# Slurm states whose controller-vocabulary state is terminal (the one terminal set: capture.TERMINAL_STATES)
-TERMINAL_SLURM_STATES = frozenset(raw for raw, mapped in _STATE_MAP.items() if mapped in TERMINAL_STATES)
+@functools.lru_cache(maxsize=1)
+def terminal_slurm_states() -> frozenset[str]:
+    """Slurm states whose controller-vocabulary state is terminal (the one terminal set:
+    ``capture.terminal_states``)."""
+    return frozenset(raw for raw, mapped in _STATE_MAP.items() if mapped in terminal_states())
 
 
 def base_state(raw: str | None) -> str:
@@ -275,7 +280,7 @@ class Leg:
 
     @property
     def terminal(self) -> bool:
-        return base_state(self.raw_state) in TERMINAL_SLURM_STATES
+        return base_state(self.raw_state) in terminal_slurm_states()
 
 
 def job_id_key(job_id: str) -> tuple[int, int]:

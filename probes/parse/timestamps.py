@@ -139,13 +139,23 @@ def parse_iso(text: str | None) -> float | None:
     """Epoch seconds of an ISO-8601 string (``Z``/offset/naive-as-UTC); None if unparseable."""
     if not text or not isinstance(text, str):
         return None
-    try:
-        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        m = _ISO.search(text)
-        if not m:
-            return None
-        return line_timestamp(text, None)
+    t = None
+    z = text.find("Z")
+    if z < 0 or z == len(text) - 1:
+        # Python 3.11+ reads a final "Z" designator itself: the common form needs no copy of the
+        # text (a "Z" elsewhere is replaced as below, which fromisoformat would read otherwise)
+        try:
+            t = datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    if t is None:
+        try:
+            t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            m = _ISO.search(text)
+            if not m:
+                return None
+            return line_timestamp(text, None)
     if t.tzinfo is None:
         t = t.replace(tzinfo=timezone.utc)
     return t.timestamp()

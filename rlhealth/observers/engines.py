@@ -138,6 +138,14 @@ def _merge_into_unique(engines: dict[tuple, Engine], scope: str, targets: tuple[
             target.sources |= orphan.sources
 
 
+_MISSING = object()
+
+
+def _time_order(s) -> tuple:
+    """A stats sample's place in time (undated first), then its file and line."""
+    return (s.ts if s.ts is not None else -math.inf, s.source, s.line)
+
+
 def canonical_engines(read: BundleRead) -> list[Engine]:
     """The engines of the bundle, each once: the same process seen in the finelog, a pod log and a
     Ray worker file is one engine. An engine known only by its pod joins the one engine with that
@@ -151,17 +159,17 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
     for key in sorted(read.stats):
         for sample in read.stats[key]:
             memo = (sample.source, sample.engine, not sample.text)
-            found = identities.get(memo)
-            if found is None:
-                found = identities[memo] = raw_identity(sample, addresses)
-            ident, label = found
-            engine = engines.get(ident)
+            engine = identities.get(memo)
             if engine is None:
-                engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None, label=label,
-                                                 index=ident[2] if ident[0] == "file" else None,
-                                                 ip=ident[1] if ident[0] == "ip" else None)
+                ident, label = raw_identity(sample, addresses)
+                engine = engines.get(ident)
+                if engine is None:
+                    engine = engines[ident] = Engine(scope=ident[0], pid=ident[2] if ident[0] != "file" else None,
+                                                     label=label, index=ident[2] if ident[0] == "file" else None,
+                                                     ip=ident[1] if ident[0] == "ip" else None)
+                engine.sources.add(sample.source)
+                identities[memo] = engine
             engine.samples.append(sample)
-            engine.sources.add(sample.source)
     _merge_into_unique(engines, "pod", ("ip",))
     _merge_into_unique(engines, "stream", ("ip", "pod"))
     indices: dict[str, set] = {}
@@ -173,9 +181,12 @@ def canonical_engines(read: BundleRead) -> list[Engine]:
     out = []
     for engine in engines.values():
         seen, unique = set(), []
-        for s in sorted(engine.samples, key=lambda s: (s.ts if s.ts is not None else -math.inf, s.source, s.line)):
-            dedup = (s.ts, s.engine.rsplit("#", 1)[-1] if "#" in s.engine else None, s.gen_tok_s, s.prompt_tok_s,
-                     s.running, s.waiting, s.kv_pct)
+        index_of: dict[str, str | None] = {}
+        for s in sorted(engine.samples, key=_time_order):
+            index = index_of.get(s.engine, _MISSING)
+            if index is _MISSING:
+                index = index_of[s.engine] = s.engine.rsplit("#", 1)[-1] if "#" in s.engine else None
+            dedup = (s.ts, index, s.gen_tok_s, s.prompt_tok_s, s.running, s.waiting, s.kv_pct)
             if s.ts is not None and dedup in seen:
                 continue       # the same line read from a second file
             seen.add(dedup)

@@ -200,10 +200,13 @@ def duty_cycle(s) -> dict | None:
     measured, unfinished, untimed = s.wall
     wall = s.wall_s if measured else 0.0
     rows = []
+    medians = {}
     for phase, values in timed.items():
         inside = s.phase_in_wall_s.get(phase, 0.0)
-        rows.append({"name": phase, "trials": len(values), "median_s": round(median(values), 1),
-                     "mean_s": round(fsum(values) / len(values), 1), "total_s": round(fsum(values), 1),
+        medians[phase] = round(median(values), 1)
+        total = fsum(values)
+        rows.append({"name": phase, "trials": len(values), "median_s": medians[phase],
+                     "mean_s": round(total / len(values), 1), "total_s": round(total, 1),
                      "share_of_trial": round(inside / wall, 3) if wall > 0 else None})
     if wall > 0:
         rest = wall - fsum(s.phase_in_wall_s.get(p, 0.0) for p in timed)
@@ -218,7 +221,7 @@ def duty_cycle(s) -> dict | None:
             "trials_with_wall_clock": measured, "trials_unfinished": unfinished, "trials_untimed": untimed,
             "wall_clock_s": round(wall, 1),
             "phases": rows,
-            "median_s": {p: round(median(v), 1) for p, v in sorted(timed.items())},
+            "median_s": {p: medians[p] for p in sorted(timed)},
             "share": {r["name"]: r["share_of_trial"] for r in rows if r["share_of_trial"] is not None},
             "p90_environment_setup_s": round(quantile(setup, 0.9), 1) if setup else None}
 
