@@ -92,7 +92,8 @@ def test_parse_iso(text, expected):
 
 
 @pytest.mark.parametrize("text", [None, "", "not a time", "2023-02-29T00:00:00Z", "2026-13-45T99:00:00Z",
-                                  "2026-08-03T24:00:00Z", "+05:30", 5, b"2026-08-03T03:40:09Z"])
+                                  "2026-08-03T24:00:00Z", "+05:30", 5, b"2026-08-03T03:40:09Z",
+                                  "2026-08-03Z03:40:09Z", "2026-08-03Z03:40:09"])     # a Z that ends nothing
 def test_parse_iso_refuses(text):
     assert parse_iso(text) is None
 
