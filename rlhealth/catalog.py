@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlhealth.packaged import (CATALOG_CACHE_DIR, CATALOG_FORMAT, catalog_cache_name, catalog_key, packaged_catalog_data,
-                               packaged_text, parse_yaml, signature_documents)
+                               packaged_text, parse_yaml, signature_documents, stored_documents)
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]{3,79}$")
 _yaml = parse_yaml
@@ -219,7 +219,7 @@ def write_packaged_catalog(rules_dir) -> Path:
     if key is None:
         raise ValueError("operator signature directories apply: the packaged catalog alone is stored")
     catalog = validate_catalog()
-    data = {"format": CATALOG_FORMAT, "key": key, "catalog": catalog_data(catalog)}
+    data = {"format": CATALOG_FORMAT, "key": key, "catalog": catalog_data(catalog), "documents": stored_documents()}
     if catalog_from_data(data["catalog"]) != catalog:
         raise ValueError("the stored catalog does not rebuild the validated one")
     out = Path(rules_dir) / CATALOG_CACHE_DIR

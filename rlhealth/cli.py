@@ -567,9 +567,21 @@ def _early_trials(bundle: Path):
     return EarlyTrials(trace_root)
 
 
+def _coherence_standby(bundle: Path, early):
+    """The coherence libraries loaded in a child while the diagnosis imports
+    (``coherence.standing_by``), for a bundle with ``trace_jobs/`` too small for the early trial
+    reader (which otherwise takes the second CPU then; the sample is measured apart later)."""
+    if early is None or early.started:
+        return None
+    from rlhealth.coherence import standing_by
+
+    return standing_by()
+
+
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
     max_age_s = parse_duration(args.max_age, "--max-age")
     early = _early_trials(bundle)       # forked first: before pydantic is imported and the compile thread below
+    standby = _coherence_standby(bundle, early)
     try:
         given = _given(args)
         from rlhealth.probes.patterns import prepare_packaged
@@ -579,10 +591,12 @@ def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = 
 
         report = diagnose(bundle, now=now, max_age_s=max_age_s, mode_override=args.mode,
                           capture=getattr(args, "capture", None), given=given, with_plots=args.format == "html",
-                          early_trials=early)
+                          early_trials=early, coherence_standby=standby)
     finally:
         if early is not None:
             early.discard()
+        if standby is not None:
+            standby.close()
     history = []
     if record_as is None and getattr(args, "record", False):
         record_as = "diagnose"

@@ -481,7 +481,7 @@ class TrialsMeasured(Fact):
     coherence_sampled: int = 0
     """Newest sampled trials whose agent output was read."""
     incoherent: int = 0
-    """Of them, outputs at least one coherence signal flags (rlhealth/observers/coherence.py)."""
+    """Of them, outputs at least one coherence signal flags (rlhealth/coherence.py)."""
     incoherent_fraction: float | None = None
     incoherent_empty: int = 0
     incoherent_script_switch: int = 0

@@ -79,3 +79,74 @@ def _deliver(send, fn: Callable[..., Any], args: tuple) -> None:
         pass
     finally:
         send.close()
+
+
+class Standby:
+    """A forked child that runs ``prepare()`` at once, then computes one ``fn(*args)`` when asked
+    (``call``): for work whose set-up (loading a library, a model) can run on a second CPU while
+    this process does something else, before the arguments are known. ``call`` computes here when
+    no child runs or the child does not deliver; ``close`` ends a child that was never asked (also
+    safe after ``call``)."""
+
+    def __init__(self, prepare: Callable[[], Any], fn: Callable[..., Any], *, name: str = "rlhealth-standby"):
+        self._fn = fn
+        self._child: tuple[Any, Any] | None = None
+        if cpus() < 2 or not may_fork():
+            return
+        ctx = multiprocessing.get_context("fork")
+        here, there = ctx.Pipe(duplex=True)
+        gc.freeze()
+        try:
+            proc = ctx.Process(target=_stand_by, name=name, daemon=True, args=(there, prepare, fn))
+            proc.start()
+        except (OSError, ValueError, AssertionError):
+            here.close()
+            there.close()
+            return
+        finally:
+            gc.unfreeze()
+        there.close()
+        self._child = (proc, here)
+
+    @property
+    def forked(self) -> bool:
+        return self._child is not None
+
+    def call(self, *args: Any) -> Any:
+        if self._child is not None:
+            proc, conn = self._child
+            self._child = None
+            try:
+                conn.send(args)
+                delivered, value = conn.recv()
+            except Exception:  # noqa: BLE001 - a dead child, a torn or unloadable message
+                delivered, value = False, None
+            finally:
+                conn.close()
+                proc.join()
+            if delivered:
+                return value
+        return self._fn(*args)
+
+    def close(self) -> None:
+        if self._child is None:
+            return
+        proc, conn = self._child
+        self._child = None
+        conn.close()
+        proc.terminate()        # it may still be preparing: its work is not wanted
+        proc.join()
+
+
+def _stand_by(conn, prepare: Callable[[], Any], fn: Callable[..., Any]) -> None:
+    try:
+        try:
+            prepare()
+        except Exception:  # noqa: BLE001 - the call below meets the same failure, or none
+            pass
+        args = conn.recv()
+        conn.send((True, fn(*args)))
+    except BaseException:  # noqa: BLE001 - EOF, or a failure the caller meets again when it computes
+        pass
+    finally:
+        conn.close()

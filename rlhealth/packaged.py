@@ -1,7 +1,8 @@
 """The packaged knowledge files (``rlhealth/rules/``, read through ``importlib.resources``).
 
 YAML is parsed with libyaml's safe loader when PyYAML has it (the same documents as
-``yaml.safe_load``, several times faster), else PyYAML's own. The signature files are parsed once
+``yaml.safe_load``, several times faster), else PyYAML's own; an install stores the parsed
+documents of ``rules/`` beside the validated catalog, read instead while the files are the same. The signature files are parsed once
 per process and shared by their two readers: the pattern compile a command starts first thing
 (``probes/patterns.py``, before the catalog is imported) and the catalog, which validates them.
 """
@@ -31,8 +32,43 @@ def packaged_text(name: str) -> str:
 
 
 def packaged_yaml(name: str) -> Any:
-    """``rules/<name>`` parsed (a fresh document each call: callers keep what they derive)."""
+    """``rules/<name>`` parsed (a fresh document each call: callers keep what they derive): the
+    document the install stored beside the catalog when the packaged files are the ones it stored
+    it from (``stored_document``), else parsed now."""
+    stored = stored_document(name)
+    if stored is not None:
+        return stored
     return parse_yaml(packaged_text(name))
+
+
+def stored_documents() -> dict[str, bytes]:
+    """``{name: its parsed document, pickled}`` of every knowledge file directly in ``rules/``
+    (``_KEY_FILES``' first folder): what ``write_packaged_catalog`` stores beside the catalog."""
+    import pickle
+
+    root = _signature_directory().parent
+    with os.scandir(root) as entries:
+        names = sorted(e.name for e in entries if e.name.endswith(_KEY_FILES[0][1]) and e.is_file())
+    return {name: pickle.dumps(parse_yaml(packaged_text(name)), protocol=pickle.HIGHEST_PROTOCOL) for name in names}
+
+
+def stored_document(name: str) -> Any:
+    """A fresh copy of the parsed ``rules/<name>`` the install stored beside the catalog (the same
+    key: these files, this code), or None (not stored, another key, or not plain data). Operator
+    signature directories do not change these files, so they do not turn this off."""
+    data = _stored_catalog()
+    documents = data.get("documents") if data is not None else None
+    blob = documents.get(name) if isinstance(documents, dict) else None
+    if not isinstance(blob, bytes):
+        return None
+    import io
+    import pickle
+
+    try:
+        return _plain_data_unpickler()(io.BytesIO(blob)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError,
+            KeyError, MemoryError):
+        return None
 
 
 SIGNATURES_ENV = "RLHEALTH_SIGNATURES"
@@ -156,6 +192,18 @@ packaged_catalog_data.cache_clear = lambda: _stored_catalog.cache_clear()   # ty
 
 
 @lru_cache(maxsize=1)
+def _plain_data_unpickler() -> type:
+    """An unpickler of plain data only: what the install stores holds no object of any class."""
+    import pickle
+
+    class PlainData(pickle.Unpickler):
+        def find_class(self, module, name):
+            raise pickle.UnpicklingError(f"{module}.{name} in a stored catalog")
+
+    return PlainData
+
+
+@lru_cache(maxsize=1)
 def _stored_catalog() -> dict[str, Any] | None:
     import pickle
 
@@ -163,14 +211,9 @@ def _stored_catalog() -> dict[str, Any] | None:
     if key is None:
         return None
     path = _signature_directory().parent / CATALOG_CACHE_DIR / catalog_cache_name(key)
-
-    class PlainData(pickle.Unpickler):
-        def find_class(self, module, name):    # the catalog is plain data: no object of any class
-            raise pickle.UnpicklingError(f"{module}.{name} in a stored catalog")
-
     try:
         with open(path, "rb") as handle:
-            data = PlainData(handle).load()
+            data = _plain_data_unpickler()(handle).load()
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError,
             IndexError, KeyError, MemoryError):
         return None

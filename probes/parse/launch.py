@@ -13,7 +13,6 @@ import re
 import shlex
 from typing import Any
 
-import yaml
 
 from rlhealth.mode import classify_mode
 from rlhealth.probes.parse import COUNT, read_count
@@ -59,9 +58,15 @@ def flatten(obj, prefix: str = "") -> dict:
 
 def parse_config(text: str, name: str) -> tuple[dict | None, str | None]:
     """(mapping, error) of a configuration file's text (JSON for ``.json``, else YAML)."""
+    if name.endswith(".json"):
+        parse, errors = json.loads, ValueError
+    else:
+        import yaml     # only for a YAML file: a diagnosis without one never imports PyYAML
+
+        parse, errors = yaml.safe_load, (ValueError, yaml.YAMLError)
     try:
-        doc = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
+        doc = parse(text)
+    except errors as exc:
         return None, f"does not parse: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
     if not isinstance(doc, dict):
         return None, f"not a mapping (top level is {type(doc).__name__})"

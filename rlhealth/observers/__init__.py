@@ -19,11 +19,12 @@ __all__ = ["Observation", "observe"]
 
 
 def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
-            mode_override: str | None = None, given=None) -> Observation:
+            mode_override: str | None = None, given=None, coherence_standby=None) -> Observation:
     """``given``: the dispatcher's inputs (``rlhealth.given.Given``); they fill what the evidence
-    does not state (GPU, model) and are marked as given in the measurement's source."""
+    does not state (GPU, model) and are marked as given in the measurement's source.
+    ``coherence_standby``: a ``coherence.standing_by`` the caller started (used or ended here)."""
     obs = Observation(read=read, catalog=catalog, now=now)
-    trials.start(obs)
+    trials.start(obs, coherence_standby)
     problems.observe(obs)
     job.observe(obs, max_age_s=max_age_s, mode_override=mode_override, given=given)
     trainer.observe(obs)

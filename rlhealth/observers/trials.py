@@ -8,18 +8,19 @@ import re
 from collections import Counter
 
 from rlhealth.facts import Evidence, Occurrence, StopReasonsMeasured, TrialsMeasured
-import rlhealth.observers.coherence as coherence
+import rlhealth.coherence as coherence
 from rlhealth.observers.base import Observation, ev, finite_mean, median, quantile, summary
 from rlhealth.probes.parse.timestamps import iso
 from rlhealth.probes.parse.trials import weight_syncs
 from rlhealth.probes.textio import quote
 
 
-def start(obs: Observation) -> None:
-    """Start measuring the coherence sample (``coherence.measuring``), before the other observers run."""
+def start(obs: Observation, standby=None) -> None:
+    """Start measuring the coherence sample (``coherence.measuring``; ``standby``: a
+    ``coherence.standing_by`` the caller started), before the other observers run."""
     s = obs.read.trials
-    if s is not None:
-        obs.coherence = coherence.measuring([text for _, _, text in s.coherence_samples], obs.param)
+    texts = [text for _, _, text in s.coherence_samples] if s is not None else []
+    obs.coherence = coherence.measuring(texts, obs.param, standby)
 
 
 def observe(obs: Observation) -> None:

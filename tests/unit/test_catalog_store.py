@@ -100,11 +100,44 @@ def test_the_build_step_stores_the_catalog(tmp_path):
     done = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(build)], cwd=root,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    check = ("from rlhealth.packaged import packaged_catalog_data\n"
+    check = ("from rlhealth.packaged import packaged_catalog_data, stored_document\n"
              "from rlhealth.catalog import load_catalog, validate_catalog\n"
              "assert packaged_catalog_data() is not None\n"
+             "assert stored_document('sets.yaml') is not None\n"
              "assert load_catalog() == validate_catalog()\n")
     env = dict(os.environ, PYTHONPATH=str(build), RLHEALTH_SIGNATURES="", XDG_CONFIG_HOME=str(tmp_path / "none"))
     done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_knowledge_files_are_stored_parsed_beside_the_catalog(installed_rules, monkeypatch):
+    names = sorted(p.name for p in installed_rules.glob("*.yaml"))
+    parsed = {name: packaged.parse_yaml(packaged.packaged_text(name)) for name in names}
+    catalog_mod.write_packaged_catalog(installed_rules)
+    monkeypatch.setattr(packaged, "parse_yaml", lambda text: pytest.fail("parsed although stored"))
+    assert len(names) > 10
+    for name in names:
+        assert packaged.packaged_yaml(name) == parsed[name], name
+    first = packaged.packaged_yaml("sets.yaml")
+    first["terminal_states"].append("changed by a caller")
+    assert packaged.packaged_yaml("sets.yaml") == parsed["sets.yaml"]      # a fresh document each call
+
+
+def test_an_edited_knowledge_file_is_parsed_not_loaded(installed_rules):
+    catalog_mod.write_packaged_catalog(installed_rules)
+    path = installed_rules / "mode.yaml"
+    path.write_text(path.read_text() + "\nadded_by_test: 1\n")
+    packaged.packaged_catalog_data.cache_clear()         # a new process reads the edited file
+    assert packaged.stored_document("mode.yaml") is None
+    assert packaged.packaged_yaml("mode.yaml")["added_by_test"] == 1
+
+
+def test_a_stored_document_that_is_no_plain_data_is_parsed(installed_rules):
+    path = catalog_mod.write_packaged_catalog(installed_rules)
+    data = pickle.loads(path.read_bytes())
+    data["documents"]["sets.yaml"] = pickle.dumps(ValueError("an object of a class"))
+    path.write_bytes(pickle.dumps(data))
+    packaged.packaged_catalog_data.cache_clear()
+    assert packaged.stored_document("sets.yaml") is None
+    assert packaged.packaged_yaml("sets.yaml") == packaged.parse_yaml(packaged.packaged_text("sets.yaml"))

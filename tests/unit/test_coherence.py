@@ -1,4 +1,4 @@
-"""The coherence signals one by one (rlhealth/observers/coherence.py), the word list against
+"""The coherence signals one by one (rlhealth/coherence.py), the word list against
 wordfreq's own API, and the libraries' lazy loading."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from rlhealth.catalog import load_catalog
-from rlhealth.observers import coherence
+from rlhealth import coherence
 
 P = load_catalog().thresholds
 
@@ -62,7 +62,7 @@ def test_word_list_equals_wordfreq_api():
 
 
 def test_libraries_load_only_when_an_output_is_measured():
-    code = ("import sys\nfrom rlhealth.observers import coherence, trials\n"
+    code = ("import sys\nfrom rlhealth import coherence\nfrom rlhealth.observers import trials\n"
             "assert 'lingua' not in sys.modules and 'msgpack' not in sys.modules, sorted(m for m in sys.modules if 'ling' in m)\n"
             "coherence.measure('I will read the failing test first and then fix the parser so the case passes.', sample_chars=4000, "
             "min_zipf=3.0, min_language_letters=20)\n"

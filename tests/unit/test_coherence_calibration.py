@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rlhealth.catalog import load_catalog
-from rlhealth.observers import coherence
+from rlhealth import coherence
 
 LABELLED = Path(__file__).parent.parent / "coherence" / "labelled.jsonl"
 TARGET = {"empty": "empty", "script_switch": "salad_mixed_script", "dictionary": "salad_subword",

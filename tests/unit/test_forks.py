@@ -7,7 +7,7 @@ import os
 import pytest
 
 import rlhealth.forks as F
-from rlhealth.observers import coherence
+from rlhealth import coherence
 
 
 @pytest.fixture
@@ -77,3 +77,49 @@ def test_coherence_measured_apart_equals_measured_here(forking, monkeypatch):
     assert job is not None and job.forked
     assert job.result() == coherence.measure_all(texts, **coherence.measure_params(param))
     assert coherence.measuring([], param) is None
+
+
+def _slow_prepare():
+    import time
+    time.sleep(30)
+
+
+def _prepare_marks(path):
+    def prepare():
+        with open(path, "w") as f:
+            f.write(str(os.getpid()))
+    return prepare
+
+
+def test_a_standby_prepares_then_computes_in_the_child(forking, tmp_path):
+    mark = tmp_path / "prepared"
+    job = F.Standby(_prepare_marks(mark), _pid_and)
+    assert job.forked
+    pid, value = job.call({"texts": ["a", "b"]})
+    assert value == {"texts": ["a", "b"]} and pid != os.getpid()
+    assert mark.read_text() == str(pid)          # prepared in the child that computed
+    job.close()                                  # safe after the call
+
+
+def test_closing_a_standby_still_preparing_does_not_wait_for_it(forking):
+    import time
+    job = F.Standby(_slow_prepare, _pid_and)
+    started = time.monotonic()
+    job.close()
+    assert time.monotonic() - started < 5
+    assert job.call("x") == (os.getpid(), "x")   # closed: computed here
+
+
+def test_a_standby_that_dies_is_computed_here(forking):
+    job = F.Standby(lambda: os._exit(3) if os.getpid() != PARENT else None, _pid_and)
+    assert job.call("y") == (os.getpid(), "y")
+
+
+def test_coherence_standby_equals_measured_here(forking):
+    texts = ["The build failed because the test runner could not find the module; I will fix the import.",
+             "<|im_start|>assistant<|im_end|> done"]
+    param = {"coherence_sample_chars": 4000, "coherence_dictionary_min_zipf": 3.0, "coherence_language_min_letters": 40}
+    standby = coherence.standing_by()
+    asked = coherence.measuring(texts, param, standby)
+    assert asked.result() == coherence.measure_all(texts, **coherence.measure_params(param))
+    assert coherence.measuring([], param, coherence.standing_by()) is None     # no sample: the child is ended

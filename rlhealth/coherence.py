@@ -32,17 +32,43 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlhealth.forks import Forked
+from rlhealth.forks import Forked, Standby
 from rlhealth.packaged import packaged_yaml
-
-SIGNALS = ("empty", "script_switch", "dictionary", "compressibility", "repetition", "special_tokens", "wrong_language")
-"""Signal names, in the order a sample's first flag is reported."""
-
 
 @functools.lru_cache(maxsize=1)
 def config() -> dict:
     """rules/coherence.yaml: languages, the expected language, the control-token pattern."""
     return packaged_yaml("coherence.yaml")
+
+
+@functools.lru_cache(maxsize=4)
+def english_words(min_zipf: float) -> frozenset[str]:
+    """Words of wordfreq's packaged English ``small`` list with a Zipf frequency >= ``min_zipf``."""
+    import msgpack   # a dependency of wordfreq
+    spec = importlib.util.find_spec("wordfreq")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("wordfreq is not installed")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "small_en.msgpack.gz"
+    with gzip.open(path, "rb") as f:
+        data = msgpack.load(f, raw=False)
+    header, buckets = data[0], data[1:]
+    if not isinstance(header, dict) or header.get("format") != "cB" or header.get("version") != 1:
+        raise ValueError(f"{path}: not a cBpack v1 word list")
+    # bucket i holds the words of frequency 10 ** (-i / 100); Zipf = log10(frequency) + 9
+    last = int(round((9.0 - min_zipf) * 100))
+    return frozenset(w for i, bucket in enumerate(buckets[:last + 1]) for w in bucket)
+
+
+@functools.lru_cache(maxsize=1)
+def _detector():
+    """lingua's detector of the configured languages (low-accuracy mode: trigram models only)."""
+    from lingua import Language, LanguageDetectorBuilder
+    names = config().get("languages") or []
+    return LanguageDetectorBuilder.from_languages(*(getattr(Language, n) for n in names)).with_low_accuracy_mode().build()
+
+
+SIGNALS = ("empty", "script_switch", "dictionary", "compressibility", "repetition", "special_tokens", "wrong_language")
+"""Signal names, in the order a sample's first flag is reported."""
 
 
 @dataclass(frozen=True)
@@ -76,31 +102,6 @@ def _script(ch: str) -> str | None:
     first = name.split(" ")[0]
     # Japanese writes kanji and kana together, Korean hangul with hanja: one writing system each
     return {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK"}.get(first, first)
-
-
-@functools.lru_cache(maxsize=4)
-def english_words(min_zipf: float) -> frozenset[str]:
-    """Words of wordfreq's packaged English ``small`` list with a Zipf frequency >= ``min_zipf``."""
-    import msgpack   # a dependency of wordfreq
-    spec = importlib.util.find_spec("wordfreq")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("wordfreq is not installed")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "small_en.msgpack.gz"
-    with gzip.open(path, "rb") as f:
-        data = msgpack.load(f, raw=False)
-    header, buckets = data[0], data[1:]
-    if not isinstance(header, dict) or header.get("format") != "cB" or header.get("version") != 1:
-        raise ValueError(f"{path}: not a cBpack v1 word list")
-    # bucket i holds the words of frequency 10 ** (-i / 100); Zipf = log10(frequency) + 9
-    last = int(round((9.0 - min_zipf) * 100))
-    return frozenset(w for i, bucket in enumerate(buckets[:last + 1]) for w in bucket)
-
-
-@functools.lru_cache(maxsize=1)
-def _detector():
-    from lingua import Language, LanguageDetectorBuilder
-    names = config().get("languages") or []
-    return LanguageDetectorBuilder.from_languages(*(getattr(Language, n) for n in names)).with_low_accuracy_mode().build()
 
 
 _SPLIT_CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -165,14 +166,52 @@ def measure_all(texts: list[str], *, sample_chars: int, min_zipf: float, min_lan
             for text in texts]
 
 
-def measuring(texts: list[str], param: dict) -> Forked | None:
+def measuring(texts: list[str], param: dict, standby: Standby | None = None):
     """``measure_all(texts)`` with the measurement parameters of ``param`` (rules/thresholds.yaml),
-    started in a forked child (``rlhealth.forks``) when its libraries are not loaded yet: their
-    first load is most of the work, done there while the caller observes the rest. None without
-    texts or when the libraries are loaded (then measuring here costs about a millisecond a text)."""
+    as an object whose ``result()`` gives it: by ``standby`` (``standing_by``)
+    when one was started, else computed in a forked child (``rlhealth.forks``) when the libraries
+    are not loaded yet (their first load is most of the work, done there while the caller
+    observes the rest).
+    None without texts or when the libraries are loaded (then measuring here costs about a
+    millisecond a text)."""
+    args = (list(texts), measure_params(param))
+    if standby is not None and standby.forked and texts:
+        return _Asked(standby, args)
+    if standby is not None:
+        standby.close()
     if not texts or _detector.cache_info().currsize:
         return None
-    return Forked(functools.partial(measure_all, list(texts), **measure_params(param)), name="rlhealth-coherence")
+    return Forked(_measure_all, *args, name="rlhealth-coherence")
+
+
+def standing_by() -> Standby:
+    """A child (``rlhealth.forks.Standby``) that loads the two libraries now, on a second CPU, and
+    measures the coherence sample once it is known (``measuring``): for a caller whose other CPU
+    is idle meanwhile (``rlhealth diagnose`` of a bundle too small for a trial reader, while it
+    imports the diagnosis). This module imports nothing of the diagnosis, so the child does not
+    either."""
+    return Standby(_load_libraries, _measure_all, name="rlhealth-coherence")
+
+
+def _load_libraries() -> None:
+    english_words(packaged_yaml("thresholds.yaml")["coherence_dictionary_min_zipf"])
+    _detector().compute_language_confidence_values("the language models load on first use")
+
+
+def _measure_all(texts: list[str], params: dict) -> list[Measures]:
+    return measure_all(texts, **params)
+
+
+class _Asked:
+    """The measures a ``Standby`` computes (``result``: asked once)."""
+
+    def __init__(self, standby: Standby, args: tuple):
+        self.standby, self.args, self.value = standby, args, None
+
+    def result(self) -> list[Measures]:
+        if self.value is None:
+            self.value = self.standby.call(*self.args)
+        return self.value
 
 
 def measure_params(param: dict) -> dict:
