@@ -567,21 +567,22 @@ def _early_trials(bundle: Path):
     return EarlyTrials(trace_root)
 
 
-def _coherence_standby(bundle: Path, early):
-    """The coherence libraries loaded in a child while the diagnosis imports
-    (``coherence.standing_by``), for a bundle with ``trace_jobs/`` too small for the early trial
-    reader (which otherwise takes the second CPU then; the sample is measured apart later)."""
-    if early is None or early.started:
+def _coherence_apart(early):
+    """How this one diagnosis lets the coherence sample be measured in another process
+    (``rlhealth.coherence.measuring``): for a bundle with ``trace_jobs/`` too small for the early
+    trial reader, a child that loads the libraries while the diagnosis imports (the second CPU is
+    idle then); with the early reader (which takes that CPU), a child forked once the sample is known."""
+    if early is None:
         return None
-    from rlhealth.coherence import standing_by
+    from rlhealth import coherence
 
-    return standing_by()
+    return coherence.FORK if early.started else coherence.standing_by()
 
 
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
     max_age_s = parse_duration(args.max_age, "--max-age")
     early = _early_trials(bundle)       # forked first: before pydantic is imported and the compile thread below
-    standby = _coherence_standby(bundle, early)
+    apart = _coherence_apart(early)
     try:
         given = _given(args)
         from rlhealth.probes.patterns import prepare_packaged
@@ -591,12 +592,12 @@ def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = 
 
         report = diagnose(bundle, now=now, max_age_s=max_age_s, mode_override=args.mode,
                           capture=getattr(args, "capture", None), given=given, with_plots=args.format == "html",
-                          early_trials=early, coherence_standby=standby)
+                          early_trials=early, coherence_apart=apart)
     finally:
         if early is not None:
             early.discard()
-        if standby is not None:
-            standby.close()
+        if hasattr(apart, "close"):
+            apart.close()
     history = []
     if record_as is None and getattr(args, "record", False):
         record_as = "diagnose"
@@ -924,6 +925,10 @@ def run() -> None:
     one took about a tenth of a small bundle's diagnosis, and nothing rlhealth writes waits for it
     (files are closed where they are written)."""
     global _ENDING
+    # rlhealth's models are validated by pydantic alone: no third-party pydantic plugin observes or
+    # changes them, and their discovery (every installed distribution's entry points, read when the
+    # first model is built) is skipped. An operator's own setting of the variable stands.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     install_signal_handlers()
     try:
         code = main()

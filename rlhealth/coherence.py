@@ -166,22 +166,29 @@ def measure_all(texts: list[str], *, sample_chars: int, min_zipf: float, min_lan
             for text in texts]
 
 
-def measuring(texts: list[str], param: dict, standby: Standby | None = None):
+FORK = "fork"
+"""``measuring``'s ``apart`` for a process that diagnoses once: the sample is measured in a child
+forked when it is known."""
+
+
+def measuring(texts: list[str], param: dict, apart=None):
     """``measure_all(texts)`` with the measurement parameters of ``param`` (rules/thresholds.yaml),
-    as an object whose ``result()`` gives it: by ``standby`` (``standing_by``)
-    when one was started, else computed in a forked child (``rlhealth.forks``) when the libraries
-    are not loaded yet (their first load is most of the work, done there while the caller
-    observes the rest).
-    None without texts or when the libraries are loaded (then measuring here costs about a
-    millisecond a text)."""
+    as an object whose ``result()`` gives it, or None: measure here (no texts, or ``apart`` None).
+
+    ``apart`` is how the caller lets the sample be measured in another process, so the libraries'
+    first load (most of the work) runs beside the rest of the diagnosis: a ``Standby`` it started
+    (``standing_by``: the libraries load from the start), or ``FORK`` (a child forked now, which
+    loads them while the caller observes the rest). Only a process that diagnoses once asks for
+    either: one that diagnoses many bundles (triage, the MCP server) keeps the libraries it loaded."""
     args = (list(texts), measure_params(param))
-    if standby is not None and standby.forked and texts:
-        return _Asked(standby, args)
-    if standby is not None:
-        standby.close()
-    if not texts or _detector.cache_info().currsize:
+    if isinstance(apart, Standby):
+        if apart.forked and texts:
+            return _Asked(apart, args)
+        apart.close()
         return None
-    return Forked(_measure_all, *args, name="rlhealth-coherence")
+    if apart == FORK and texts and not _detector.cache_info().currsize:
+        return Forked(_measure_all, *args, name="rlhealth-coherence")
+    return None
 
 
 def standing_by() -> Standby:

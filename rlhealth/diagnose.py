@@ -24,10 +24,11 @@ _DISPLAY_RANK = {"FAIL": 0, "ERROR": 1, "PASS": 2}
 
 def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_override: str | None = None,
              capture: str | None = None, given=None, with_plots: bool = False, early_trials=None,
-             coherence_standby=None) -> Report:
+             coherence_apart=None) -> Report:
     """``given``: a ``rlhealth.given.Given`` (dispatcher inputs); ``with_plots``: collect HTML plot
     series; ``early_trials``: a ``probes.parse.trials.EarlyTrials`` the caller started (and discards);
-    ``coherence_standby``: a ``rlhealth.coherence.standing_by`` the caller started (and closes)."""
+    ``coherence_apart``: how the coherence sample may be measured in another process
+    (``rlhealth.coherence.measuring``), for a process that diagnoses once."""
     catalog = load_catalog()
     read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp(),
                        early_trials=early_trials)
@@ -35,7 +36,7 @@ def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_ove
         from rlhealth.given import Given
         given = Given.model_validate(given)
     obs = observe(read, catalog, now=now.timestamp(), max_age_s=max_age_s, mode_override=mode_override, given=given,
-                  coherence_standby=coherence_standby)
+                  coherence_apart=coherence_apart)
     try:
         result = run_rules(catalog.rules, obs.facts, catalog.thresholds, catalog.sets)
         report = _report(obs, now, catalog, result)

@@ -19,12 +19,13 @@ __all__ = ["Observation", "observe"]
 
 
 def observe(read: BundleRead, catalog: Catalog, *, now: float, max_age_s: float,
-            mode_override: str | None = None, given=None, coherence_standby=None) -> Observation:
+            mode_override: str | None = None, given=None, coherence_apart=None) -> Observation:
     """``given``: the dispatcher's inputs (``rlhealth.given.Given``); they fill what the evidence
     does not state (GPU, model) and are marked as given in the measurement's source.
-    ``coherence_standby``: a ``coherence.standing_by`` the caller started (used or ended here)."""
+    ``coherence_apart``: how the coherence sample may be measured in another process
+    (``rlhealth.coherence.measuring``; a ``Standby`` passed is used or ended here)."""
     obs = Observation(read=read, catalog=catalog, now=now)
-    trials.start(obs, coherence_standby)
+    trials.start(obs, coherence_apart)
     problems.observe(obs)
     job.observe(obs, max_age_s=max_age_s, mode_override=mode_override, given=given)
     trainer.observe(obs)

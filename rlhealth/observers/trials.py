@@ -15,12 +15,12 @@ from rlhealth.probes.parse.trials import weight_syncs
 from rlhealth.probes.textio import quote
 
 
-def start(obs: Observation, standby=None) -> None:
-    """Start measuring the coherence sample (``coherence.measuring``; ``standby``: a
-    ``coherence.standing_by`` the caller started), before the other observers run."""
+def start(obs: Observation, apart=None) -> None:
+    """Start measuring the coherence sample in another process when the caller allows it
+    (``coherence.measuring``'s ``apart``), before the other observers run."""
     s = obs.read.trials
     texts = [text for _, _, text in s.coherence_samples] if s is not None else []
-    obs.coherence = coherence.measuring(texts, obs.param, standby)
+    obs.coherence = coherence.measuring(texts, obs.param, apart)
 
 
 def observe(obs: Observation) -> None:

@@ -73,10 +73,11 @@ def test_coherence_measured_apart_equals_measured_here(forking, monkeypatch):
              "тест тест 测试 测试 test test テスト テスト " * 20, "", "<|im_start|>assistant<|im_end|> done"]
     param = {"coherence_sample_chars": 4000, "coherence_dictionary_min_zipf": 3.0, "coherence_language_min_letters": 40}
     monkeypatch.setattr(coherence._detector, "cache_info", lambda: type("I", (), {"currsize": 0})())
-    job = coherence.measuring(texts, param)
+    job = coherence.measuring(texts, param, coherence.FORK)
     assert job is not None and job.forked
     assert job.result() == coherence.measure_all(texts, **coherence.measure_params(param))
-    assert coherence.measuring([], param) is None
+    assert coherence.measuring([], param, coherence.FORK) is None
+    assert coherence.measuring(texts, param) is None     # a process that diagnoses many bundles measures here
 
 
 def _slow_prepare():
