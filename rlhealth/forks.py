@@ -27,6 +27,27 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
+def _start_child(target: Callable[..., None], args: tuple, name: str, *, duplex: bool) -> tuple[Any, Any] | None:
+    """``target(child_end, *args)`` in a forked daemon child when a fork is safe and a second CPU
+    is there: ``(process, this process's end of the pipe)``, or None (no child)."""
+    if cpus() < 2 or not may_fork():
+        return None
+    ctx = multiprocessing.get_context("fork")
+    here, there = ctx.Pipe(duplex=duplex)
+    gc.freeze()         # the child never collects the parent's objects (no copy-on-write for it)
+    try:
+        proc = ctx.Process(target=target, name=name, daemon=True, args=(there, *args))
+        proc.start()
+    except (OSError, ValueError, AssertionError):   # AssertionError: a daemonic process has no children
+        here.close()
+        there.close()
+        return None
+    finally:
+        gc.unfreeze()
+    there.close()
+    return proc, here
+
+
 class Forked:
     """``fn(*args)`` computed in a forked child when a fork is safe and a second CPU is there;
     ``result()`` returns its value (received pickled), or computes it here if no child ran or the
@@ -34,23 +55,7 @@ class Forked:
 
     def __init__(self, fn: Callable[..., Any], *args: Any, name: str = "rlhealth-forked"):
         self._fn, self._args = fn, args
-        self._child: tuple[Any, Any] | None = None
-        if cpus() < 2 or not may_fork():
-            return
-        ctx = multiprocessing.get_context("fork")
-        recv, send = ctx.Pipe(duplex=False)
-        gc.freeze()         # the child never collects the parent's objects (no copy-on-write for it)
-        try:
-            proc = ctx.Process(target=_deliver, name=name, daemon=True, args=(send, fn, args))
-            proc.start()
-        except (OSError, ValueError, AssertionError):   # AssertionError: a daemonic process has no children
-            recv.close()
-            send.close()
-            return
-        finally:
-            gc.unfreeze()
-        send.close()
-        self._child = (proc, recv)
+        self._child = _start_child(_deliver, (fn, args), name, duplex=False)
 
     @property
     def forked(self) -> bool:
@@ -90,23 +95,7 @@ class Standby:
 
     def __init__(self, prepare: Callable[[], Any], fn: Callable[..., Any], *, name: str = "rlhealth-standby"):
         self._fn = fn
-        self._child: tuple[Any, Any] | None = None
-        if cpus() < 2 or not may_fork():
-            return
-        ctx = multiprocessing.get_context("fork")
-        here, there = ctx.Pipe(duplex=True)
-        gc.freeze()
-        try:
-            proc = ctx.Process(target=_stand_by, name=name, daemon=True, args=(there, prepare, fn))
-            proc.start()
-        except (OSError, ValueError, AssertionError):
-            here.close()
-            there.close()
-            return
-        finally:
-            gc.unfreeze()
-        there.close()
-        self._child = (proc, here)
+        self._child = _start_child(_stand_by, (prepare, fn), name, duplex=True)
 
     @property
     def forked(self) -> bool:
