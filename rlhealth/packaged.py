@@ -2,9 +2,10 @@
 
 YAML is parsed with libyaml's safe loader when PyYAML has it (the same documents as
 ``yaml.safe_load``, several times faster), else PyYAML's own; an install stores the parsed
-documents of ``rules/`` beside the validated catalog, read instead while the files are the same. The signature files are parsed once
-per process and shared by their two readers: the pattern compile a command starts first thing
-(``probes/patterns.py``, before the catalog is imported) and the catalog, which validates them.
+documents of ``rules/`` beside the validated catalog, read instead while the files are the same.
+The signature files are parsed once per process and shared by their two readers: the pattern
+compile a command starts first thing (``probes/patterns.py``, before the catalog is imported) and
+the catalog, which validates them.
 """
 from __future__ import annotations
 
