@@ -13,10 +13,12 @@ scanned into an extraction of its own, and those are merged in file order
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -282,9 +284,36 @@ def _slurm_leg(rel: str) -> str | None:
 
 
 def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = None,
-                now_epoch: float | None = None, early_trials: EarlyTrials | None = None) -> BundleRead:
+                now_epoch: float | None = None, early_trials: EarlyTrials | None = None,
+                when_scanned: Callable[[], None] | None = None) -> BundleRead:
     """Everything a diagnosis reads from the bundle at ``root``. ``early_trials``: a trial reader
-    the caller started early (``EarlyTrials``), adopted here; the caller discards it after."""
+    the caller started early (``EarlyTrials``), adopted here; the caller discards it after.
+    ``when_scanned``: called once this process has scanned its share of the logs while forked
+    readers still read theirs (not called when no reader was forked).
+
+    The cyclic garbage collector is paused meanwhile (``collector_paused``)."""
+    with collector_paused():
+        return _read_bundle(root, catalog, capture_stamp, now_epoch, early_trials, when_scanned)
+
+
+@contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off inside, as it was after. A read allocates many
+    short-lived containers and keeps few, and builds no reference cycles worth collecting: each
+    collection the allocations set off (gen0/gen1, over a hundred per GiB of logs) walks the young
+    objects for nothing, about 4% of a scan's CPU. Reference counting frees as before; a
+    collection on the next allocations after the read collects any cycle left."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _read_bundle(root: Path, catalog: Catalog, capture_stamp: str | None, now_epoch: float | None,
+                 early_trials: EarlyTrials | None, when_scanned: Callable[[], None] | None) -> BundleRead:
     root = Path(root)
     read = BundleRead(root=root)
     if not root.exists():
@@ -382,6 +411,8 @@ def read_bundle(root: Path, catalog: Catalog, *, capture_stamp: str | None = Non
             except Exception:  # noqa: BLE001 - routed again in order below, failing where it would
                 pass
         log_work.close()
+        if when_scanned is not None:
+            when_scanned()
         progress.note("the trial reader finishes the other files and the trial directories")
         read.trials = trials_job.result(on_chunk=progress.trials if progress.enabled else None, outputs=False)
         for extra in trials_job.after_results:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import json
 import os
 import re
@@ -571,12 +572,13 @@ def _coherence_apart(early):
     """How this one diagnosis lets the coherence sample be measured in another process
     (``rlhealth.coherence.measuring``): for a bundle with ``trace_jobs/`` too small for the early
     trial reader, a child that loads the libraries while the diagnosis imports (the second CPU is
-    idle then); with the early reader (which takes that CPU), a child forked once the sample is known."""
+    idle then); with the early reader (which takes that CPU), a child that loads them once this
+    process has scanned its share of the logs (``coherence.AfterScan``)."""
     if early is None:
         return None
     from rlhealth import coherence
 
-    return coherence.FORK if early.started else coherence.standing_by()
+    return coherence.AfterScan() if early.started else coherence.standing_by()
 
 
 def _cmd_diagnose(args, bundle: Path, now: datetime, *, record_as: str | None = None, argv: list[str] | None = None) -> int:
@@ -924,11 +926,19 @@ def run() -> None:
     then ``os._exit``: the interpreter is not torn down. Freeing every module and object one by
     one took about a tenth of a small bundle's diagnosis, and nothing rlhealth writes waits for it
     (files are closed where they are written)."""
-    global _ENDING
+    global _ENDING, _COLLECTOR_HELD
     # rlhealth's models are validated by pydantic alone: no third-party pydantic plugin observes or
     # changes them, and their discovery (every installed distribution's entry points, read when the
     # first model is built) is skipped. An operator's own setting of the variable stands.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # The cyclic garbage collector is off while a command starts: the imports and the models and
+    # rules they build are objects that live until the end, which every collection walks again
+    # for nothing (a sixth of the start-up's CPU). ``_dispatch`` turns it back on for every command
+    # but ``diagnose``, which diagnoses once and ends (its reads build no cycles:
+    # ``probes.bundle.collector_paused``).
+    if gc.isenabled():
+        gc.disable()
+        _COLLECTOR_HELD = True
     install_signal_handlers()
     try:
         code = main()
@@ -956,7 +966,17 @@ def _use_operator_signatures(dirs: list[Path]) -> None:
     os.environ[SIGNATURES_ENV] = os.pathsep.join(present + [str(d.resolve()) for d in dirs])
 
 
+COLLECTOR_OFF_COMMANDS = ("diagnose",)
+"""Commands that keep the garbage collector ``run`` turned off: one diagnosis, then the end."""
+_COLLECTOR_HELD = False
+"""``run`` turned the garbage collector off (``_dispatch`` turns it on again)."""
+
+
 def _dispatch(args, now: datetime, argv: list[str]) -> int:
+    global _COLLECTOR_HELD
+    if _COLLECTOR_HELD and args.command not in COLLECTOR_OFF_COMMANDS:
+        gc.enable()
+        _COLLECTOR_HELD = False
     if args.command == "diagnose":
         return _cmd_diagnose(args, args.bundle, now)
     if args.command == "probe":

@@ -171,16 +171,38 @@ FORK = "fork"
 forked when it is known."""
 
 
+class AfterScan:
+    """``measuring``'s ``apart`` for a process that diagnoses once while a trial reader takes the
+    second CPU: ``begin`` (``probes.bundle.read_bundle``'s ``when_scanned``, called once this
+    process has scanned its share of the logs) starts a ``standing_by`` child, so the libraries
+    load on the CPU the scan no longer needs while the readers' results are gathered; without
+    ``begin``, it is ``FORK``. ``close`` ends a child nobody asked."""
+
+    def __init__(self):
+        self.standby: Standby | None = None
+
+    def begin(self) -> None:
+        if self.standby is None:
+            self.standby = standing_by()
+
+    def close(self) -> None:
+        if self.standby is not None:
+            self.standby.close()
+
+
 def measuring(texts: list[str], param: dict, apart=None):
     """``measure_all(texts)`` with the measurement parameters of ``param`` (rules/thresholds.yaml),
     as an object whose ``result()`` gives it, or None: measure here (no texts, or ``apart`` None).
 
     ``apart`` is how the caller lets the sample be measured in another process, so the libraries'
     first load (most of the work) runs beside the rest of the diagnosis: a ``Standby`` it started
-    (``standing_by``: the libraries load from the start), or ``FORK`` (a child forked now, which
-    loads them while the caller observes the rest). Only a process that diagnoses once asks for
-    either: one that diagnoses many bundles (triage, the MCP server) keeps the libraries it loaded."""
+    (``standing_by``: the libraries load from the start), ``FORK`` (a child forked now, which
+    loads them while the caller observes the rest), or an ``AfterScan`` (one of the two). Only a
+    process that diagnoses once asks for any: one that diagnoses many bundles (triage, the MCP
+    server) keeps the libraries it loaded."""
     args = (list(texts), measure_params(param))
+    if isinstance(apart, AfterScan):
+        apart = apart.standby if apart.standby is not None else FORK
     if isinstance(apart, Standby):
         if apart.forked and texts:
             return _Asked(apart, args)

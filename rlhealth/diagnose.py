@@ -31,7 +31,7 @@ def diagnose(bundle: Path, *, now: datetime, max_age_s: float = 1800.0, mode_ove
     (``rlhealth.coherence.measuring``), for a process that diagnoses once."""
     catalog = load_catalog()
     read = read_bundle(Path(bundle), catalog, capture_stamp=capture, now_epoch=now.timestamp(),
-                       early_trials=early_trials)
+                       early_trials=early_trials, when_scanned=getattr(coherence_apart, "begin", None))
     if isinstance(given, dict):
         from rlhealth.given import Given
         given = Given.model_validate(given)

@@ -91,11 +91,12 @@ class NotRegularFile(OSError):
         self.strerror = "not a regular file"
 
 
-def _open_file(path: bytes) -> tuple[int, int] | None:
-    """(fd, size) of an existing file; None if it does not exist. A directory opens (reading it
-    fails with EISDIR, as ``open()`` would); other non-regular files raise ``NotRegularFile``."""
+def _open_file(path: bytes, at: int | None = None) -> tuple[int, int] | None:
+    """(fd, size) of an existing file (``path`` relative to the directory descriptor ``at`` when
+    given); None if it does not exist. A directory opens (reading it fails with EISDIR, as
+    ``open()`` would); other non-regular files raise ``NotRegularFile``."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _OPEN_FLAGS, dir_fd=at)
     except OSError as exc:
         if exc.errno in _ABSENT_ERRNOS:
             return None
@@ -127,9 +128,9 @@ def _read_fd(fd: int, first: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_file(path: bytes, limit: int) -> bytes | None:
+def _read_file(path: bytes, limit: int, at: int | None = None) -> bytes | None:
     """At most ``limit`` bytes of a file; None if it does not exist; OSError if unreadable."""
-    opened = _open_file(path)
+    opened = _open_file(path, at)
     if opened is None:
         return None
     fd, size = opened
@@ -139,12 +140,32 @@ def _read_file(path: bytes, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def _exists(path: bytes) -> bool:
+def _exists(path: bytes, at: int | None = None) -> bool:
     try:
-        os.stat(path)
+        os.stat(path, dir_fd=at)
     except (OSError, ValueError):
         return False
     return True
+
+
+_DIR_FDS = all(f in os.supports_dir_fd for f in (os.open, os.stat, os.access))
+
+
+def open_root(root: bytes) -> int | None:
+    """A descriptor open on the trace directory ``root`` for ``read_trial`` (its files are then
+    looked up from it, not from ``/`` each time), or None (not supported here, or not openable:
+    ``read_trial`` uses the whole paths). The caller closes it."""
+    if not _DIR_FDS:
+        return None
+    try:
+        return os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+
+
+def close_root(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 def loads_json(data: bytes | memoryview) -> Any:
@@ -211,11 +232,11 @@ def _head_and_tail(fd: int, size: int) -> tuple[None, bytes, None]:
     return None, head + b"\n" + _read_fd(fd, RESULT_EDGE_BYTES, 2 * RESULT_EDGE_BYTES), None
 
 
-def _read_result(path: bytes) -> tuple[dict | None, bytes | None, str | None] | None:
+def _read_result(path: bytes, at: int | None = None) -> tuple[dict | None, bytes | None, str | None] | None:
     """Parsed JSON (files up to RESULT_FULL_READ_BYTES) or raw head+tail bytes (larger files), or
     a problem string; None when there is no result.json (the trial has not completed)."""
     try:
-        opened = _open_file(path)
+        opened = _open_file(path, at)
         if opened is None:
             return None
         fd, size = opened
@@ -436,13 +457,17 @@ def _from_raw(read: TrialRead, raw: bytes) -> None:
     read.stop_reason = m.group(1).decode("utf-8", "replace") if m else None
 
 
-def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRead:
-    """One trial directory ``root/dir_name`` (bytes paths: no decoding per file)."""
-    base = root + b"/" + dir_name + b"/"
+def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str], root_fd: int | None = None) -> TrialRead:
+    """One trial directory ``root/dir_name`` (bytes paths: no decoding per file); ``root_fd``: a
+    descriptor open on ``root`` (``open_root``), so each file is looked up from there."""
+    if root_fd is None:
+        base = root + b"/" + dir_name + b"/"
+    else:
+        base = dir_name + b"/"
     name = dir_name.decode(_FS_ENCODING, _FS_ERRORS)       # os.fsdecode
-    found = _read_result(base + b"result.json")
+    found = _read_result(base + b"result.json", root_fd)
     if found is None:
-        return TrialRead(name=name, completed=False, started_at=_config_time(base + b"config.json"))
+        return TrialRead(name=name, completed=False, started_at=_config_time(base + b"config.json", root_fd))
     obj, raw, problem = found
     read = TrialRead(name=name, completed=True, problem=problem)
     if obj is not None:
@@ -453,10 +478,10 @@ def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRe
     if read.exception is None or read.exception in GENERIC_EXCEPTIONS:
         # most trials have no exception.txt: access() says so without an exception raised (a
         # path that does not resolve names nothing, unless an alias is the empty string)
-        if not os.access(exc_txt, os.F_OK) and "" not in aliases:
+        if not os.access(exc_txt, os.F_OK, dir_fd=root_fd) and "" not in aliases:
             return read
         try:
-            head_bytes = _read_file(exc_txt, EXCEPTION_HEAD_BYTES)
+            head_bytes = _read_file(exc_txt, EXCEPTION_HEAD_BYTES, root_fd)
         except OSError:
             head_bytes = b""          # present but unreadable
         if head_bytes is not None:
@@ -472,14 +497,14 @@ def read_trial(root: bytes, dir_name: bytes, aliases: dict[str, str]) -> TrialRe
             if named:
                 read.exception = named
                 read.exception_source = f"{name}/exception.txt"
-    elif _exists(exc_txt):
+    elif _exists(exc_txt, root_fd):
         read.exception_source = f"{name}/exception.txt"
     return read
 
 
-def _config_time(path: bytes) -> float | None:
+def _config_time(path: bytes, at: int | None = None) -> float | None:
     try:
-        return os.stat(path).st_mtime
+        return os.stat(path, dir_fd=at).st_mtime
     except (OSError, ValueError):
         return None
 
@@ -848,17 +873,21 @@ def _read_claimed(root: bytes, chunks: list[bytes], tokens: int, aliases: dict[s
     ``on_chunk(read here, chunks in all)`` follows each chunk (a progress line), when given.
     """
     done = 0
-    while True:
-        token = os.read(tokens, 4)
-        if len(token) < 4:
-            return
-        chunk = int.from_bytes(token, "little")
-        for dir_name in chunks[chunk].split(b"\0"):
-            tally.add(read_trial(root, dir_name, aliases))
-        tally.seal(chunk)
-        done += 1
-        if on_chunk is not None:
-            on_chunk(done, len(chunks))
+    root_fd = open_root(root)
+    try:
+        while True:
+            token = os.read(tokens, 4)
+            if len(token) < 4:
+                return
+            chunk = int.from_bytes(token, "little")
+            for dir_name in chunks[chunk].split(b"\0"):
+                tally.add(read_trial(root, dir_name, aliases, root_fd))
+            tally.seal(chunk)
+            done += 1
+            if on_chunk is not None:
+                on_chunk(done, len(chunks))
+    finally:
+        close_root(root_fd)
 
 
 def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: dict[str, str],
@@ -866,6 +895,7 @@ def _reader_child(send, root: bytes, chunks: list[bytes], tokens: int, aliases: 
     """Read claimed trial chunks, then run ``after`` (more claimed work, see BackgroundSummary),
     then send ``(tally or None, after's result or None)`` once, so the parent never waits on a
     reader blocked in a send while it still has work."""
+    gc.disable()        # a reader builds no reference cycles (see probes.bundle.collector_paused)
     try:
         tally: TrialTally | None = TrialTally(since, sample_size)
         try:
@@ -920,6 +950,7 @@ def _early_child(send, params, root: bytes, chunks: list[bytes], tokens: int) ->
     the reads of each chunk until the adopter's tally parameters arrive (polled between chunks),
     then tally as it reads. Sends ``(tally or None, None)`` once, as ``_reader_child`` does;
     exits without sending when ``params`` closes unsent (nobody adopted it)."""
+    gc.disable()        # as in ``_reader_child``
     try:
         try:
             aliases: dict[str, str] | None = dict(packaged_yaml("trial_exceptions.yaml").get("message_aliases") or {})
@@ -928,9 +959,10 @@ def _early_child(send, params, root: bytes, chunks: list[bytes], tokens: int) ->
         pending: list[tuple[int, list[TrialRead]]] = []
         tally: TrialTally | None = None
         failed = aliases is None
+        root_fd = open_root(root)       # closed with the process
         while not failed and len(token := os.read(tokens, 4)) == 4:
             chunk = int.from_bytes(token, "little")
-            reads = [read_trial(root, name, aliases) for name in chunks[chunk].split(b"\0")]
+            reads = [read_trial(root, name, aliases, root_fd) for name in chunks[chunk].split(b"\0")]
             if tally is None and params.poll():
                 tally = _early_tally(params.recv(), aliases, pending)
                 failed = tally is None
@@ -1097,12 +1129,16 @@ class BackgroundSummary:
     def _tally_in_process(self) -> TrialTally:
         on_chunk = self._on_chunk
         tally = TrialTally(self._since, self._sample_size)
-        for index, chunk in enumerate(self._chunks):
-            for dir_name in chunk.split(b"\0"):
-                tally.add(read_trial(self._root, dir_name, self._aliases))
-            tally.seal(index)
-            if on_chunk is not None:
-                on_chunk(index + 1, len(self._chunks))
+        root_fd = open_root(self._root)
+        try:
+            for index, chunk in enumerate(self._chunks):
+                for dir_name in chunk.split(b"\0"):
+                    tally.add(read_trial(self._root, dir_name, self._aliases, root_fd))
+                tally.seal(index)
+                if on_chunk is not None:
+                    on_chunk(index + 1, len(self._chunks))
+        finally:
+            close_root(root_fd)
         return tally
 
     def _tally_shared(self) -> TrialTally | None:

@@ -124,3 +124,33 @@ def test_coherence_standby_equals_measured_here(forking):
     asked = coherence.measuring(texts, param, standby)
     assert asked.result() == coherence.measure_all(texts, **coherence.measure_params(param))
     assert coherence.measuring([], param, coherence.standing_by()) is None     # no sample: the child is ended
+
+
+def test_coherence_after_scan_uses_the_standby_it_began(forking):
+    texts = ["The build failed because the test runner could not find the module; I will fix the import."]
+    param = {"coherence_sample_chars": 4000, "coherence_dictionary_min_zipf": 3.0, "coherence_language_min_letters": 40}
+    expected = coherence.measure_all(texts, **coherence.measure_params(param))
+    apart = coherence.AfterScan()
+    apart.begin()
+    standby = apart.standby
+    assert standby is not None and standby.forked
+    apart.begin()                                   # once only
+    assert apart.standby is standby
+    asked = coherence.measuring(texts, param, apart)
+    assert isinstance(asked, coherence._Asked) and asked.standby is standby
+    assert asked.result() == expected
+    apart.close()
+
+
+def test_coherence_after_scan_never_begun_forks_when_the_sample_is_known(forking, monkeypatch):
+    texts = ["a short sample of agent output, in plain English words"]
+    param = {"coherence_sample_chars": 4000, "coherence_dictionary_min_zipf": 3.0, "coherence_language_min_letters": 40}
+    monkeypatch.setattr(coherence._detector, "cache_info", lambda: type("I", (), {"currsize": 0})())
+    job = coherence.measuring(texts, param, coherence.AfterScan())
+    assert isinstance(job, F.Forked) and job.forked
+    assert job.result() == coherence.measure_all(texts, **coherence.measure_params(param))
+    apart = coherence.AfterScan()
+    apart.begin()
+    assert coherence.measuring([], param, apart) is None      # no sample: its child is ended
+    assert apart.standby._child is None
+    apart.close()

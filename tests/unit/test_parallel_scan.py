@@ -479,3 +479,35 @@ def test_small_bundle_forks_nothing(monkeypatch):
     monkeypatch.setattr(trials_mod.multiprocessing, "get_context", None)  # would fail if a reader forked
     report = diagnose(d / "bundle", now=parse_now(load_expected(d)["now"]))
     assert report.verdict
+
+
+def test_when_scanned_follows_this_process_share_with_the_collector_paused(tmp_path, monkeypatch):
+    """``read_bundle``'s ``when_scanned`` is called once, after this process scanned its share and
+    before the reader's results are gathered; the garbage collector is off during the whole read
+    and as it was after it."""
+    import gc
+    bundle = _bundle_with_trials(tmp_path)
+    calls = []
+    with monkeypatch.context() as m:
+        _forking(m)
+        gathered = trials_mod.BackgroundSummary.result
+        m.setattr(trials_mod.BackgroundSummary, "result",
+                  lambda self, **kw: calls.append(("gathered", gc.isenabled())) or gathered(self, **kw))
+        assert gc.isenabled()
+        bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp(),
+                               when_scanned=lambda: calls.append(("scanned", gc.isenabled())))
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp())
+            assert not gc.isenabled()       # a caller's own choice stands
+        finally:
+            gc.enable()
+    assert calls[:2] == [("scanned", False), ("gathered", False)]
+
+
+def test_when_scanned_not_called_without_a_reader(tmp_path):
+    bundle = _cross_file_bundle(tmp_path)
+    calls = []
+    bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp(), when_scanned=lambda: calls.append(1))
+    assert calls == []

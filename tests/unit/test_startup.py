@@ -70,3 +70,21 @@ def test_the_command_exits_without_teardown_but_runs_exit_handlers_and_flushes(t
 
     from rlhealth.cli import VERDICT_EXIT
     assert out.returncode == VERDICT_EXIT[json.loads(report + "}")["verdict"]], out.stderr
+
+
+def _collector_state_after(command: list[str]) -> str:
+    """``gc.isenabled()`` seen by an exit handler of ``rlhealth`` (``cli.run``) running ``command``."""
+    code = ("import atexit, gc, sys\n"
+            "from rlhealth import cli\n"
+            "atexit.register(lambda: sys.stderr.write(f'COLLECTOR={gc.isenabled()}\\n'))\n"
+            f"sys.argv = ['rlhealth', *{command!r}]\n"
+            "cli.run()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    return out.stderr.strip().splitlines()[-1]
+
+
+def test_the_command_starts_without_the_collector_and_only_diagnose_keeps_it_off():
+    bundle = next(d for d in incident_dirs() if "baseline-healthy-agentic" in d.name) / "bundle"
+    assert _collector_state_after(["diagnose", str(bundle), "--now", "2026-08-01T15:30:00Z", "--format", "json"]) == "COLLECTOR=False"
+    assert _collector_state_after(["schema", "report"]) == "COLLECTOR=True"
+    assert _collector_state_after(["rules", "list"]) == "COLLECTOR=True"

@@ -377,3 +377,33 @@ def test_listing_regroups_past_the_queue_capacity(hostile_trace, monkeypatch):
     monkeypatch.setattr(T, "cpus", lambda: 2)
     monkeypatch.setattr(T, "may_fork", lambda: True)
     assert asdict(T.summarize_trials(trace, {}, 50, workers=2)) == asdict(expected)
+
+
+def test_a_trial_read_from_the_directory_descriptor_equals_the_whole_path(tmp_path):
+    """``read_trial`` with ``open_root``'s descriptor reads what the whole paths read, trial by
+    trial: completed, unfinished (config time), exception.txt named or generic, malformed, a FIFO."""
+    root = tmp_path / "trace"
+    cases = {
+        "done": {"result.json": json.dumps({"verifier_result": {"rewards": {"reward": 0.5}},
+                                            "started_at": "2026-08-01T10:00:00Z", "finished_at": "2026-08-01T10:05:00Z"})},
+        "generic": {"result.json": json.dumps({"exception_info": {"exception_type": "RuntimeError"}}),
+                    "exception.txt": "Traceback...\nSandboxTimeoutError: sandbox did not start\n"},
+        "named": {"result.json": json.dumps({"exception_info": {"exception_type": "DaytonaError"}}), "exception.txt": "x"},
+        "unfinished": {"config.json": "{}"},
+        "malformed": {"result.json": "{not json"},
+        "empty": {},
+    }
+    for name, files in cases.items():
+        (root / name).mkdir(parents=True)
+        for file, text in files.items():
+            (root / name / file).write_text(text)
+    os.mkfifo(root / "empty" / "result.json")
+    r = os.fsencode(root)
+    fd = T.open_root(r)
+    assert fd is not None
+    try:
+        for name in [*cases, "missing"]:
+            assert T.read_trial(r, name.encode(), {}, fd) == T.read_trial(r, name.encode(), {}), name
+    finally:
+        T.close_root(fd)
+    assert T.open_root(os.fsencode(tmp_path / "absent")) is None
