@@ -23,7 +23,10 @@ It also validates the packaged knowledge files and stores the catalog there
 (``rlhealth.catalog.write_packaged_catalog``: plain data under a key hashing the files and the
 validating code), so a diagnosis without operator signature directories skips parsing and
 validating 70 files (about 70 ms per process). A run whose key differs (an edited file), or an
-operator's signature directories, validates the files as without it.
+operator's signature directories, validates the files as without it. With the catalog it stores
+the code Jinja compiles for each rule template and set expression (``rlhealth.templates``), used
+when the Jinja and Python of the run are the ones that compiled it (a build environment without
+Jinja stores none: the templates compile at run time).
 """
 import os
 import subprocess

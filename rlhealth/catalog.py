@@ -222,6 +222,12 @@ def write_packaged_catalog(rules_dir) -> Path:
     data = {"format": CATALOG_FORMAT, "key": key, "catalog": catalog_data(catalog), "documents": stored_documents()}
     if catalog_from_data(data["catalog"]) != catalog:
         raise ValueError("the stored catalog does not rebuild the validated one")
+    try:
+        from rlhealth.templates import rule_texts, stored_code
+    except ImportError:         # no Jinja in the build environment: templates compile at run time
+        pass
+    else:
+        data["templates"] = stored_code(rule_texts(catalog.rules))
     out = Path(rules_dir) / CATALOG_CACHE_DIR
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(catalog_cache_name("*")):

@@ -45,14 +45,13 @@ import jinja2
 from rlhealth.catalog import RuleSpec
 from rlhealth.durable_loader import import_durable
 from rlhealth.facts import Derived, Fact
-from rlhealth.units import age_text
+from rlhealth.templates import ENV, expression, template
 
 durable_rules_engine, durable_engine = import_durable()
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
-_TEMPLATES = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False)
-_TEMPLATES.filters["age"] = age_text
+_TEMPLATES = ENV
 _ARITH = {"add": "$add", "sub": "$sub", "mul": "$mul", "div": "$div"}
 _COMPARE = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte", "ne": "$neq"}
 _STAGE_ALIAS = "stage_"
@@ -240,14 +239,8 @@ class _Run:
             pass  # nothing consumes this fact (a final conclusion): not an error
 
 
-@functools.lru_cache(maxsize=2048)
-def _template(text: str) -> jinja2.Template:
-    return _TEMPLATES.from_string(text)
-
-
-@functools.lru_cache(maxsize=2048)
-def _expression(text: str):
-    return _TEMPLATES.compile_expression(text, undefined_to_none=False)
+_template = template
+_expression = expression
 
 
 # Most templates only print variables (``... {{ tp.gpu }} ...``) and many set expressions are a

@@ -48,6 +48,13 @@ def _start_child(target: Callable[..., None], args: tuple, name: str, *, duplex:
     return proc, here
 
 
+def reap(proc) -> None:
+    """Collect a child that delivered its value: now if it has exited, else later (multiprocessing
+    collects it when the next child starts, or at exit). A join would wait while the kernel frees
+    the child's memory, which the other CPU does meanwhile."""
+    proc.join(0)
+
+
 class Forked:
     """``fn(*args)`` computed in a forked child when a fork is safe and a second CPU is there;
     ``result()`` returns its value (received pickled), or computes it here if no child ran or the
@@ -71,7 +78,7 @@ class Forked:
                 delivered, value = False, None
             finally:
                 recv.close()
-                proc.join()
+                reap(proc)
             if delivered:
                 return value
         return self._fn(*self._args)
@@ -112,7 +119,7 @@ class Standby:
                 delivered, value = False, None
             finally:
                 conn.close()
-                proc.join()
+                reap(proc)
             if delivered:
                 return value
         return self._fn(*args)

@@ -72,6 +72,14 @@ def stored_document(name: str) -> Any:
         return None
 
 
+def stored_templates() -> Any:
+    """The compiled rule templates the install stored beside the catalog (the same key;
+    ``rlhealth.templates.stored_code``), or None. Like ``stored_document``, not turned off by
+    operator signature directories (the code is stored per template text)."""
+    data = _stored_catalog()
+    return data.get("templates") if data is not None else None
+
+
 SIGNATURES_ENV = "RLHEALTH_SIGNATURES"
 """Operator signature directories (``os.pathsep``-separated), read after the packaged ones."""
 
@@ -137,7 +145,7 @@ CATALOG_CACHE_DIR = "compiled"
 (written by ``setup.py``'s build step, ``rlhealth.catalog.write_packaged_catalog``; read-only at
 run time), next to the compiled signature database."""
 CATALOG_FORMAT = "rlhealth-catalog/1"
-_KEY_SOURCES = ("catalog.py", "facts.py", "packaged.py")
+_KEY_SOURCES = ("catalog.py", "facts.py", "packaged.py", "templates.py")
 """The code a validated catalog depends on (its models, checks and fact fields), part of its key."""
 _KEY_FILES = (("", ".yaml"), ("signatures", ".yaml"), ("rulesets", ".yaml"), ("tables", ".csv"))
 """The packaged files the catalog is read from (folder, suffix), part of its key."""

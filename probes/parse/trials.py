@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import orjson
 
-from rlhealth.forks import cpus, may_fork
+from rlhealth.forks import cpus, may_fork, reap
 from rlhealth.packaged import packaged_yaml
 
 from rlhealth.probes.parse.timestamps import parse_iso
@@ -1156,7 +1156,7 @@ class BackgroundSummary:
                 message = None
             finally:
                 recv.close()
-                proc.join()
+                reap(proc)
             part, extra = message if isinstance(message, tuple) and len(message) == 2 else (None, None)
             self.after_results.append(extra)
             if isinstance(part, TrialTally) and tally is not None:

@@ -56,6 +56,11 @@ def _sequential(trace: Path, since: float | None = None) -> dict:
 
 
 def _no_reader_left() -> None:
+    """Every reader has ended (a reader that delivered is collected once it exited: soon, not at once)."""
+    import time
+    deadline = time.monotonic() + 10
+    while [p for p in multiprocessing.active_children() if p.name.startswith("rlhealth-trials")] and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert [p for p in multiprocessing.active_children() if p.name.startswith("rlhealth-trials")] == []
 
 

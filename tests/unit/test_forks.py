@@ -154,3 +154,28 @@ def test_coherence_after_scan_never_begun_forks_when_the_sample_is_known(forking
     assert coherence.measuring([], param, apart) is None      # no sample: its child is ended
     assert apart.standby._child is None
     apart.close()
+
+
+def _deliver_then_linger(send, fn, args):
+    _REAL_DELIVER(send, fn, args)
+    import time
+    time.sleep(30)          # a child whose exit takes long after it delivered
+
+
+_REAL_DELIVER = F._deliver
+
+
+def test_a_delivered_value_does_not_wait_for_the_child_to_exit(forking, monkeypatch):
+    import multiprocessing
+    import time
+    monkeypatch.setattr(F, "_deliver", _deliver_then_linger)
+    job = F.Forked(_pid_and, "z")
+    proc = job._child[0]
+    started = time.monotonic()
+    pid, value = job.result()
+    assert value == "z" and pid == proc.pid != os.getpid()
+    assert time.monotonic() - started < 10
+    assert proc in multiprocessing.active_children()     # still running, collected later
+    proc.terminate()
+    proc.join()
+    assert proc not in multiprocessing.active_children()
