@@ -38,6 +38,7 @@ import sys
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -375,7 +376,13 @@ def load_used_members(buf: bytes) -> Any:
 @functools.lru_cache(maxsize=16)
 def _stamp(text: str) -> tuple[bool, float | None]:
     """(``_aware(text)``, ``parse_iso(text)``). A trial's phase boundaries repeat (one phase ends
-    when the next starts): each is parsed once."""
+    when the next starts): each is parsed once. The common form, whose only ``Z`` ends it after
+    the date, is aware and read by ``fromisoformat`` alone (what ``parse_iso`` does first)."""
+    if text[-1:] == "Z" and text.find("Z") == len(text) - 1 >= 11:
+        try:
+            return True, datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            pass
     tail = text[11:]
     return "Z" in tail or "z" in tail or "+" in tail or "-" in tail, parse_iso(text)
 

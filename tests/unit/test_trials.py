@@ -407,3 +407,31 @@ def test_a_trial_read_from_the_directory_descriptor_equals_the_whole_path(tmp_pa
     finally:
         T.close_root(fd)
     assert T.open_root(os.fsencode(tmp_path / "absent")) is None
+
+
+def test_stamp_is_aware_and_parse_iso_for_every_shape():
+    """``_stamp``'s fast path (a ``Z`` only at the end) gives what ``_aware`` and ``parse_iso`` give,
+    on the common forms and on fuzzed variants of them."""
+    from rlhealth.probes.parse.timestamps import parse_iso
+    rng = random.Random(7)
+    bases = ["2026-08-03T09:39:54.102Z", "2026-08-03T09:39:54Z", "2026-08-03 09:39:54.102345Z", "2026-08-03T09:39:54+00:00",
+             "2026-08-03T09:39:54", "2026-08-03T09:39:54.1Z", "2026-02-30T09:39:54Z", "2026-08-03Z", "2026-08-03T25:00:00Z",
+             "2026-08-03T09:39:54ZZ", "x2026-08-03T09:39:54Z", "2026-08-03T09:39:54.102z", "Z", "", " 2026-08-03T09:39:54Z"]
+    alphabet = "0123456789-:T. Zz+"
+    texts = set(bases)
+    for base in bases:
+        for _ in range(300):
+            chars = list(base)
+            for _ in range(rng.randint(1, 3)):
+                op = rng.random()
+                i = rng.randint(0, len(chars))
+                if op < 0.4 and chars:
+                    chars[min(i, len(chars) - 1)] = rng.choice(alphabet)
+                elif op < 0.7:
+                    chars.insert(i, rng.choice(alphabet))
+                elif chars:
+                    del chars[min(i, len(chars) - 1)]
+            texts.add("".join(chars))
+    for text in sorted(texts):
+        T._stamp.cache_clear()
+        assert T._stamp(text) == (T._aware(text), parse_iso(text)), text
