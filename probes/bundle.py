@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import pickle
 import re
 from collections import deque
 from contextlib import contextmanager
@@ -228,17 +229,39 @@ class _LogWork:
             lines, error = None, f"unreadable log: {exc.strerror or exc}"
         return _FileScan(index, part, lines, error)
 
-    def in_reader(self) -> dict[int, _FileScan]:
+    def scan_pickled(self, index: int) -> bytes:
+        """``scan_one(index)`` pickled, as the reader sends it."""
+        return pickle.dumps(self.scan_one(index), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def in_reader(self) -> dict[int, bytes]:
         """In the forked reader, once the trial chunks ran out: route claimed files until none is
-        left. A file that fails other than by OSError is left out: the parent routes it again in
-        order (and meets the failure where an in-order scan would)."""
-        done: dict[int, _FileScan] = {}
+        left, each pickled as soon as it is routed (``scan_pickled``: the pickling runs while the
+        parent still scans, not all of it after the reader's last file, when the parent waits).
+        A file that fails other than by OSError is left out: the parent routes it again in order
+        (and meets the failure where an in-order scan would). ``received`` reads the result."""
+        done: dict[int, bytes] = {}
         while (index := self.claim()) is not None:
             try:
-                done[index] = self.scan_one(index)
+                done[index] = self.scan_pickled(index)
             except Exception:  # noqa: BLE001 - see above
                 continue
         return done
+
+
+def received(extra: Any) -> dict[int, _FileScan]:
+    """The files a reader routed (``_LogWork.in_reader``'s result, or None from a reader that
+    failed), unpickled; a file whose part does not unpickle is left out (routed again in order)."""
+    out: dict[int, _FileScan] = {}
+    if not isinstance(extra, dict):
+        return out
+    for index, blob in extra.items():
+        try:
+            part = pickle.loads(blob) if isinstance(blob, bytes) else None
+        except Exception:  # noqa: BLE001 - a torn part: the parent routes that file itself
+            part = None
+        if isinstance(part, _FileScan):
+            out[index] = part
+    return out
 
 
 def _merge_file_scan(into: Extraction, part: _FileScan) -> bool:
@@ -416,8 +439,7 @@ def _read_bundle(root: Path, catalog: Catalog, capture_stamp: str | None, now_ep
         progress.note("the trial reader finishes the other files and the trial directories")
         read.trials = trials_job.result(on_chunk=progress.trials if progress.enabled else None, outputs=False)
         for extra in trials_job.after_results:
-            if isinstance(extra, dict):
-                parts.update((i, p) for i, p in extra.items() if isinstance(p, _FileScan) and i not in parts)
+            parts.update((i, p) for i, p in received(extra).items() if i not in parts)
     for index, (path, rel, attempt) in enumerate(plan):
         part = parts.pop(index, None)
         if part is not None and _merge_file_scan(into, part):

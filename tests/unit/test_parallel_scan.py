@@ -139,7 +139,7 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
                     index = work.claim()
                     if index is None:
                         break
-                    share[index] = work.scan_one(index)
+                    share[index] = work.scan_pickled(index)
                 self.after_results = [pickle.loads(pickle.dumps(share))]
 
         def result(self, on_chunk=None, *, outputs=True):
@@ -511,3 +511,19 @@ def test_when_scanned_not_called_without_a_reader(tmp_path):
     calls = []
     bundle_mod.read_bundle(bundle, load_catalog(), now_epoch=NOW.timestamp(), when_scanned=lambda: calls.append(1))
     assert calls == []
+
+
+def test_a_torn_part_from_the_reader_is_routed_again(tmp_path, monkeypatch):
+    """A file whose pickled part does not unpickle (``received`` leaves it out) is routed by the
+    diagnosing process in order: the same read and report as one in-order scan."""
+    bundle = _cross_file_bundle(tmp_path)
+    expected = _sequential_outcome(bundle, monkeypatch)
+    with monkeypatch.context() as m:
+        _use_path(m, "reader")
+        scan_pickled = bundle_mod._LogWork.scan_pickled
+        m.setattr(bundle_mod._LogWork, "scan_pickled",
+                  lambda self, index: b"\x80\x05torn" if index == 0 else scan_pickled(self, index))
+        report = diagnose(bundle, now=NOW)
+        got = (_read(bundle), render(report, "json"), render(report, "markdown"))
+    assert got == expected
+    assert bundle_mod.received({0: b"\x80\x05torn", 1: 7}) == {} and bundle_mod.received(None) == {}
