@@ -45,13 +45,13 @@ import jinja2
 from rlhealth.catalog import RuleSpec
 from rlhealth.durable_loader import import_durable
 from rlhealth.facts import Derived, Fact
-from rlhealth.templates import ENV, expression, template
+from rlhealth import templates as rule_templates
 
 durable_rules_engine, durable_engine = import_durable()
 
 _COUNTER = itertools.count(1)
 _LOCK = threading.Lock()
-_TEMPLATES = ENV
+_TEMPLATES = rule_templates.ENV
 _ARITH = {"add": "$add", "sub": "$sub", "mul": "$mul", "div": "$div"}
 _COMPARE = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte", "ne": "$neq"}
 _STAGE_ALIAS = "stage_"
@@ -239,10 +239,6 @@ class _Run:
             pass  # nothing consumes this fact (a final conclusion): not an error
 
 
-_template = template
-_expression = expression
-
-
 # Most templates only print variables (``... {{ tp.gpu }} ...``) and many set expressions are a
 # literal or one variable: those are rendered here without compiling them with Jinja (compiling
 # was most of a small diagnosis' rule run), with Jinja's semantics: a name from the context, each
@@ -330,7 +326,7 @@ def _render(template: str | None, context: dict[str, Any]) -> str | None:
             out.append(str(value))
         else:
             return " ".join("".join(out).split())
-    return " ".join(_template(template).render(**context).split())
+    return " ".join(rule_templates.template(template).render(**context).split())
 
 
 def _evaluate(expression: str, context: dict[str, Any]) -> Any:
@@ -342,7 +338,7 @@ def _evaluate(expression: str, context: dict[str, Any]) -> Any:
         value = _lookup(what, context)
         if value is not _MISSING:
             return value
-    value = _expression(expression)(**context)
+    value = rule_templates.expression(expression)(**context)
     if isinstance(value, jinja2.Undefined):
         raise EngineError(f"set expression {expression!r} is undefined")
     return value

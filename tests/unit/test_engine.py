@@ -233,7 +233,7 @@ def test_plain_expressions_evaluate_as_jinja_does(expression):
     from rlhealth import engine as E
 
     assert E._plain_expression(expression) is not None
-    assert E._evaluate(expression, _CONTEXT) == E._expression(expression)(**_CONTEXT)
+    assert E._evaluate(expression, _CONTEXT) == E.rule_templates.expression(expression)(**_CONTEXT)
 
 
 def test_other_expressions_and_undefined_ones_go_to_jinja():
