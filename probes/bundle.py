@@ -433,6 +433,7 @@ def _read_bundle(root: Path, catalog: Catalog, capture_stamp: str | None, now_ep
                 parts[index] = log_work.scan_one(index, on_block)
             except Exception:  # noqa: BLE001 - routed again in order below, failing where it would
                 pass
+            trials_job.take_sent()      # a reader done with the trials: its tally taken now, not at the end
         log_work.close()
         if when_scanned is not None:
             when_scanned()

@@ -1095,6 +1095,8 @@ class BackgroundSummary:
         self._newest: list[tuple[float, str]] = []
         self._since = since
         self._readers: list[tuple[Any, Any]] = []
+        self._received: dict[int, Any] = {}
+        """Messages taken early (``take_sent``), by the reader's place in ``_readers``."""
         self._tokens: int | None = None
         self.after_results: list[Any] = []
         self._on_chunk: Callable[[int, int], None] | None = None
@@ -1156,14 +1158,8 @@ class BackgroundSummary:
         finally:
             os.close(self._tokens)
             self._tokens = None
-        for proc, recv in self._readers:
-            try:
-                message = recv.recv()
-            except Exception:  # noqa: BLE001 - EOF (a dead reader), a torn or unloadable message
-                message = None
-            finally:
-                recv.close()
-                reap(proc)
+        for place, (proc, recv) in enumerate(self._readers):
+            message = self._received.pop(place, None) if place in self._received else self._receive(proc, recv)
             part, extra = message if isinstance(message, tuple) and len(message) == 2 else (None, None)
             self.after_results.append(extra)
             if isinstance(part, TrialTally) and tally is not None:
@@ -1172,6 +1168,32 @@ class BackgroundSummary:
                 tally = None
         self._readers = []
         return tally
+
+    @staticmethod
+    def _receive(proc, recv) -> Any:
+        """A reader's one message (None: EOF from a dead reader, a torn or unloadable message);
+        its pipe closed and the reader reaped after."""
+        try:
+            return recv.recv()
+        except Exception:  # noqa: BLE001 - EOF (a dead reader), a torn or unloadable message
+            return None
+        finally:
+            recv.close()
+            reap(proc)
+
+    def take_sent(self) -> None:
+        """Receive now what a reader has begun to send (its pipe readable), without waiting for
+        the others: the early reader sends its tally once the trial queue is empty, which the
+        caller takes between its log files instead of after the last one."""
+        for place, (proc, recv) in enumerate(self._readers):
+            if place in self._received:
+                continue
+            try:
+                ready = recv.poll()
+            except (OSError, ValueError):
+                ready = True          # the receive below gives None: the trials are read again
+            if ready:
+                self._received[place] = self._receive(proc, recv)
 
     def result(self, on_chunk: Callable[[int, int], None] | None = None, *, outputs: bool = True) -> TrialSummary:
         """The summary, with the agent outputs of the newest trials kept (``sample_size``) unless

@@ -80,6 +80,29 @@ def test_adopted_reader_gives_the_sequential_summary(trace, forking, after):
     _no_reader_left()
 
 
+@pytest.mark.parametrize("dead", [False, True])
+def test_a_tally_taken_before_the_result_gives_the_sequential_summary(trace, forking, dead):
+    """``take_sent`` between log files: the early reader's tally, sent once the trial queue is
+    empty, is taken then (the other reader's message only when it too has begun to send); a
+    reader that died is read again in-process all the same."""
+    import time
+    early = T.EarlyTrials(trace)
+    proc, _ = early._reader
+    if dead:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+    background = T.BackgroundSummary(trace, ALIASES, 8, since=1785587400.0, early=early, after=lambda: time.sleep(1.5))
+    deadline = time.monotonic() + 10
+    while 0 not in background._received and time.monotonic() < deadline:
+        background.take_sent()
+        time.sleep(0.005)
+    assert (background._received[0] is None) == dead
+    assert 1 not in background._received                        # still in ``after``: not waited for
+    assert asdict(background.result()) == _sequential(trace, since=1785587400.0)
+    assert background._received == {}
+    _no_reader_left()
+
+
 def test_discarded_reader_is_ended(trace, forking):
     early = T.EarlyTrials(trace)
     proc, _ = early._reader

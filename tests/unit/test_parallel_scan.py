@@ -147,6 +147,9 @@ def _use_path(monkeypatch, mode: str, merges: _Merges | None = None, reader_shar
             self.summary = trials_mod.BackgroundSummary(trace_root, aliases, sample_size, workers=1, since=since)
             return self.summary.result(on_chunk, outputs=outputs)
 
+        def take_sent(self):
+            pass            # nothing forked: nothing is sent
+
         def read_outputs(self, summary, select=None):
             self.summary.read_outputs(summary, select)
 
