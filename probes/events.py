@@ -34,7 +34,7 @@ _SEVERITY_HEADER = _SEVERITY_HEADER_LEAD + r"[EWFC][0-9]{3,4} [0-9]{2}:[0-9]{2}"
 """A glog/c10/Ray C++ header of level E, W, F or C: ``E0801 05:20:04``, ``[W801 05:20:04``."""
 _TRIGGER_BRANCHES = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
-    r"what\(\):|Fatal Python error|Segmentation fault|(?:Aborted|Bus error)(?: \(|\r?\n|$)|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
+    r"what\(\):|Fatal Python error|Segmentation fault|(?:Aborted|Bus error)(?: \(|\r?\n|$)|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit(?:ed)?(?: with)?(?: exit)? ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
     r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|\b(?:CRITICAL|FATAL)\b",
     # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging

@@ -103,3 +103,15 @@ def test_an_undated_event_before_a_dated_one_in_its_file_comes_first():
         e.attempt = 1
         log.add(e)
     assert log.first(1).line == 1
+
+
+def test_an_exit_status_is_read_whatever_verb_form_states_it():
+    """A process that "exited with code N" (docker compose, a supervisor, a launcher) is the same
+    exit status as "exit code N": the line is read, the status and its signal named."""
+    e = one("svc-1 exited with code 137")
+    assert (e.kind, e.exit_status, e.signal, e.grade) == ("exit_status", 137, "SIGKILL", "consequence")
+    e = one("2026-05-12T08:01:39Z worker process exited with status 1")
+    assert (e.kind, e.exit_status, e.signal, e.grade) == ("exit_status", 1, None, "consequence")
+    e = one("child process exited with code -6")
+    assert (e.kind, e.exit_status, e.signal, e.grade) == ("exit_status", -6, "SIGABRT", "primary")
+    none("svc-1 exited with code 0")
