@@ -115,3 +115,17 @@ def test_an_exit_status_is_read_whatever_verb_form_states_it():
     e = one("child process exited with code -6")
     assert (e.kind, e.exit_status, e.signal, e.grade) == ("exit_status", -6, "SIGABRT", "primary")
     none("svc-1 exited with code 0")
+
+
+def test_the_scan_database_keys_every_verb_form_of_an_exit_status(tmp_path):
+    """The bundle reader's hyperscan parts key the same exit lines as the written trigger."""
+    from rlhealth.diagnose import load_catalog
+    from rlhealth.probes.bundle import scanner_for
+
+    lines = ["svc-1 exited with code 137", "Process exited with status 1", "worker exited with exit code 2",
+             "exit code 1", "exitcode: -6", "all tasks finished"]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    hits = []
+    scanner_for(load_catalog()).scan_file(path, "x.log", hits.append)
+    assert [h.lineno for h in hits if "x_event" in h.keys] == [1, 2, 3, 4, 5]
