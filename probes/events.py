@@ -2,14 +2,15 @@
 
 A Python traceback (with its chained causes) is one event; so is an exception line without a
 traceback, a logged error naming an exception, a C++ abort, a fatal signal, a non-zero exit status,
-a kernel Xid, a Slurm daemon error or cancellation banner, an NCCL WARN line; and records that state
-their own severity, graded by data: a glog/c10/Ray C++ severity header by the source file it names,
-a kernel OOM-killer or NVIDIA driver record, a Kubernetes event or container state by its reason, a
-Ray worker's exit type. An ERROR log line without an exception is no event by itself; directly
-before an exception of its process it is that event's headline. Line prefixes (Ray actor, torchrun
-rank, container timestamps, compose services, loguru, glog/c10, vLLM and Python logging, Slurm
-daemons and slurmd, kernel syslog/dmesg, pytest failure lines, the Iris finelog) are peeled before a
-line is read, and give the event its process.
+a kernel Xid, a Slurm daemon error or cancellation banner, an NCCL WARN line, a GPU runtime library's
+statement of an error (``CUDA error: ...``, ``NCCL error in: ...``) on a line naming no exception;
+and records that state their own severity, graded by data: a glog/c10/Ray C++ severity header by
+the source file it names, a kernel OOM-killer or NVIDIA driver record, a Kubernetes event or
+container state by its reason, a Ray worker's exit type. An ERROR log line without an exception is
+no event by itself; directly before an exception of its process it is that event's headline. Line
+prefixes (Ray actor, torchrun rank, container timestamps, compose services, loguru, glog/c10, vLLM
+and Python logging, Slurm daemons and slurmd, kernel syslog/dmesg, pytest failure lines, the Iris
+finelog) are peeled before a line is read, and give the event its process.
 
 Every event carries its time (None: undated), its process and role, its thread (a traceback after
 ``Exception in thread NAME:`` is a background thread's) and its grade: ``primary`` (a cause),
@@ -36,7 +37,7 @@ _TRIGGER_BRANCHES = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
     r"what\(\):|Fatal Python error|Segmentation fault|(?:Aborted|Bus error)(?: \(|\r?\n|$)|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit(?:ed)?(?: with)?(?: exit)? ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
-    r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|\b(?:CRITICAL|FATAL)\b",
+    r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|\b(?:CRITICAL|FATAL)\b|CUDA error: |cuDNN error: |NCCL error in: ",
     # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging
     # levels, pytest's failure lines, kernel records, Kubernetes events, Ray worker exits, Slurm banners
     # (a glog F header at the start of a line, indented or not, is one of these headers)
@@ -241,6 +242,10 @@ _EXIT_RES = (
 _XID_RE = re.compile(r"NVRM: Xid \((?P<where>[^)]{0,100})\): (?P<code>\d{1,4})(?:,\s*(?P<msg>.*))?")
 _NCCL_WARN_RE = re.compile(r"NCCL WARN\s+(?P<msg>.*)$")
 _CHECK_RE = re.compile(r"Check failed:\s*(?P<msg>.*)$")
+_RUNTIME_ERROR_RE = re.compile(r"\b(?:(?P<name>CUDA error|cuDNN error)|(?P<nccl>NCCL error) in): (?P<msg>\S.*)$")
+"""A GPU runtime library's own statement of an error, whatever the error: the CUDA runtime's
+(``CUDA error: <cudaGetErrorString>``, as torch's CUDA checks word it), cuDNN's (``cuDNN error:
+CUDNN_STATUS_...``) and c10d's NCCL check (``NCCL error in: <file>:<line>, <ncclGetErrorString>``)."""
 
 # template normalisation: what varies between two occurrences of the same failure
 _NORMALISE = tuple((re.compile(p), r) for p, r in (
@@ -485,9 +490,11 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
     """A record that states its own severity, graded by ``rules/event_shapes.yaml``: a Kubernetes
     event or container state (its reason), a kernel record (the OOM killer, the NVIDIA driver), a
     Ray worker's exit type, a Slurm cancellation banner, a glog/c10/Ray C++ header's severity with
-    the source file that wrote it. None for any other line (an ERROR line is not an event by
-    itself). ``low``: the line was logged below error; only records whose severity is their own (an
-    event's reason, a header graded at that level) count then."""
+    the source file that wrote it (when the file is graded, its grade decides); else a GPU runtime
+    library's statement of an error (``CUDA error: ...``) on a line that names no exception. None for
+    any other line (an ERROR line is not an event by itself). ``low``: the line was logged below
+    error; only records whose severity is their own (an event's reason, a header graded at that
+    level) count then."""
     s = shapes()
     body = p.body
 
@@ -521,6 +528,9 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
     m = _SLURM_BANNER_RE.search(body)
     if m is not None and (p.daemon or body.startswith("***")):
         return event("slurm", p.daemon or "slurm", body.strip(), "consequence", p.daemon or p.process)
+    m = _RUNTIME_ERROR_RE.search(body)
+    if m is not None:
+        return event("runtime_error", m.group("name") or m.group("nccl"), m.group("msg"), "primary")
     return None
 
 

@@ -183,7 +183,8 @@ class EventMeasured(Fact):
     kind: Literal["event"] = "event"
     shape: str
     """exception | cpp_abort | fatal_signal | exit_status | kernel | nccl_warn | slurm | fatal_log |
-    comm_error | logged_error | kernel_record | k8s_event | ray_exit (rules/event_shapes.yaml)"""
+    comm_error | runtime_error | logged_error | kernel_record | k8s_event | ray_exit
+    (rules/event_shapes.yaml)"""
     exc_type: str | None = None
     message: str | None = None
     template: str

@@ -23,7 +23,7 @@ CORPUS = Path(__file__).with_name("events_corpus.yaml")
 ENTRIES = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))["entries"]
 REFERENCE = datetime(2026, 8, 1, 12, 0, 0, tzinfo=timezone.utc).timestamp()
 KINDS = {"exception", "cpp_abort", "fatal_signal", "exit_status", "kernel", "nccl_warn", "slurm", "fatal_log",
-         "logged_error", "comm_error", "kernel_record", "k8s_event", "ray_exit"}
+         "logged_error", "comm_error", "runtime_error", "kernel_record", "k8s_event", "ray_exit"}
 
 
 def test_corpus_size_and_sources():

@@ -129,3 +129,44 @@ def test_the_scan_database_keys_every_verb_form_of_an_exit_status(tmp_path):
     hits = []
     scanner_for(load_catalog()).scan_file(path, "x.log", hits.append)
     assert [h.lineno for h in hits if "x_event" in h.keys] == [1, 2, 3, 4, 5]
+
+
+def test_a_gpu_runtime_error_statement_alone_is_an_event_whatever_the_error():
+    """The CUDA runtime's, cuDNN's and c10d's NCCL check's statement of an error is a primary event
+    of shape runtime_error when no exception type on the line states it first; with one, the line
+    is that exception; logged below error it is handled; under a severity header of a graded file
+    (c10d's process group) the grade decides, under any other header it is read as it is."""
+    e = one("(FSDPPolicyWorker pid=5120, ip=10.0.5.13) CUDA error: an illegal memory access was encountered")
+    assert (e.kind, e.exc_type, e.message, e.grade, e.role) == (
+        "runtime_error", "CUDA error", "an illegal memory access was encountered", "primary", "policy")
+    e = one("ERROR 05-12 08:01:39 [core.py:502] CUDA error: device-side assert triggered")
+    assert (e.kind, e.exc_type, e.message) == ("runtime_error", "CUDA error", "device-side assert triggered")
+    e = one("NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3")
+    assert (e.kind, e.exc_type, e.grade) == ("runtime_error", "NCCL error", "primary")
+    assert e.message.startswith("../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error")
+    e = one("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
+    assert (e.kind, e.exc_type, e.message) == ("runtime_error", "cuDNN error", "CUDNN_STATUS_INTERNAL_ERROR")
+    e = one("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert (e.kind, e.exc_type) == ("exception", "RuntimeError")
+    e = one("[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] NCCL error in: a.cpp:12, unhandled system error")
+    assert (e.kind, e.exc_type) == ("comm_error", "ERROR ProcessGroupNCCL.cpp")
+    e = one("[E0801 12:00:00.123456 42 some_module.cpp:12] CUDA error: out of memory")
+    assert (e.kind, e.exc_type, e.message) == ("runtime_error", "CUDA error", "out of memory")
+    none("2026-05-12 08:01:39,331 - trainer - WARNING - retrying after CUDA error: out of memory")
+    none("[W0801 12:00:00.123456 42 some_module.cpp:12] CUDA error: out of memory")
+    none("CUDA error:")      # a statement without its error
+    none("no CUDA errors seen")
+
+
+def test_the_scan_database_keys_gpu_runtime_error_statements(tmp_path):
+    """The bundle reader's hyperscan parts key the runtime error statements the event layer reads."""
+    from rlhealth.diagnose import load_catalog
+    from rlhealth.probes.bundle import scanner_for
+
+    lines = ["CUDA error: an illegal memory access was encountered", "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
+             "NCCL error in: a.cpp:12, invalid usage", "no CUDA errors seen", "NCCL INFO Bootstrap : Using eth0"]
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    hits = []
+    scanner_for(load_catalog()).scan_file(path, "x.log", hits.append)
+    assert [h.lineno for h in hits if "x_event" in h.keys] == [1, 2, 3]
