@@ -37,7 +37,7 @@ _TRIGGER_BRANCHES = (
     r"Traceback \(most recent call last\)|[A-Za-z0-9_](?:Error|Exception|Exit|Interrupt)(?:\b|\()|terminate called|"
     r"what\(\):|Fatal Python error|Segmentation fault|(?:Aborted|Bus error)(?: \(|\r?\n|$)|received signal|(?:^|[\s\]])Exception: |\(core dumped\)|[Ee]xit(?:ed)?(?: with)?(?: exit)? ?(?:[Cc]ode|[Ss]tatus)|exitcode|"
     r"[Rr]eturn code|Signals\.SIG|SIG(?:SEGV|ABRT|BUS|FPE|ILL)\b|NVRM: Xid|NCCL WARN|slurmstepd[^:]{0,40}: error|"
-    r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|\b(?:CRITICAL|FATAL)\b|CUDA error: |cuDNN error: |NCCL error in: ",
+    r"(?:srun|salloc|sbatch): error|\[[0-9]{1,12}\.(?:[0-9]{1,6}|batch|extern|interactive)\] error:|Check failed|\b(?:CRITICAL|FATAL)\b|CUDA error: |cuDNN error: |NCCL error(?: in)?: ",
     # records that carry their own severity: glog/c10 and Ray C++ headers, vLLM and Python logging
     # levels, pytest's failure lines, kernel records, Kubernetes events, Ray worker exits, Slurm banners
     # (a glog F header at the start of a line, indented or not, is one of these headers)
@@ -242,10 +242,11 @@ _EXIT_RES = (
 _XID_RE = re.compile(r"NVRM: Xid \((?P<where>[^)]{0,100})\): (?P<code>\d{1,4})(?:,\s*(?P<msg>.*))?")
 _NCCL_WARN_RE = re.compile(r"NCCL WARN\s+(?P<msg>.*)$")
 _CHECK_RE = re.compile(r"Check failed:\s*(?P<msg>.*)$")
-_RUNTIME_ERROR_RE = re.compile(r"\b(?:(?P<name>CUDA error|cuDNN error)|(?P<nccl>NCCL error) in): (?P<msg>\S.*)$")
+_RUNTIME_ERROR_RE = re.compile(r"\b(?P<name>CUDA error|cuDNN error|NCCL error)(?: in)?: (?P<msg>\S.*)$")
 """A GPU runtime library's own statement of an error, whatever the error: the CUDA runtime's
 (``CUDA error: <cudaGetErrorString>``, as torch's CUDA checks word it), cuDNN's (``cuDNN error:
-CUDNN_STATUS_...``) and c10d's NCCL check (``NCCL error in: <file>:<line>, <ncclGetErrorString>``)."""
+CUDNN_STATUS_...``) and NCCL's as c10d states it (``NCCL error in: <file>:<line>, <reason>``, or
+``NCCL error: <reason>, NCCL version ...`` in a collective's async exception)."""
 
 # template normalisation: what varies between two occurrences of the same failure
 _NORMALISE = tuple((re.compile(p), r) for p, r in (
@@ -530,7 +531,7 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
         return event("slurm", p.daemon or "slurm", body.strip(), "consequence", p.daemon or p.process)
     m = _RUNTIME_ERROR_RE.search(body)
     if m is not None:
-        return event("runtime_error", m.group("name") or m.group("nccl"), m.group("msg"), "primary")
+        return event("runtime_error", m.group("name"), m.group("msg"), "primary")
     return None
 
 

@@ -144,6 +144,10 @@ def test_a_gpu_runtime_error_statement_alone_is_an_event_whatever_the_error():
     e = one("NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3")
     assert (e.kind, e.exc_type, e.grade) == ("runtime_error", "NCCL error", "primary")
     assert e.message.startswith("../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error")
+    e = one("Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE) raised the following async exception: NCCL error: "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.25.1")
+    assert (e.kind, e.exc_type) == ("runtime_error", "NCCL error")
+    assert e.message.startswith("unhandled system error")
     e = one("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")
     assert (e.kind, e.exc_type, e.message) == ("runtime_error", "cuDNN error", "CUDNN_STATUS_INTERNAL_ERROR")
     e = one("RuntimeError: CUDA error: an illegal memory access was encountered")
@@ -164,9 +168,10 @@ def test_the_scan_database_keys_gpu_runtime_error_statements(tmp_path):
     from rlhealth.probes.bundle import scanner_for
 
     lines = ["CUDA error: an illegal memory access was encountered", "cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
-             "NCCL error in: a.cpp:12, invalid usage", "no CUDA errors seen", "NCCL INFO Bootstrap : Using eth0"]
+             "NCCL error in: a.cpp:12, invalid usage", "no CUDA errors seen", "NCCL INFO Bootstrap : Using eth0",
+             "raised the following async exception: NCCL error: unhandled system error"]
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
     hits = []
     scanner_for(load_catalog()).scan_file(path, "x.log", hits.append)
-    assert [h.lineno for h in hits if "x_event" in h.keys] == [1, 2, 3]
+    assert [h.lineno for h in hits if "x_event" in h.keys] == [1, 2, 3, 6]
