@@ -242,11 +242,12 @@ _EXIT_RES = (
 _XID_RE = re.compile(r"NVRM: Xid \((?P<where>[^)]{0,100})\): (?P<code>\d{1,4})(?:,\s*(?P<msg>.*))?")
 _NCCL_WARN_RE = re.compile(r"NCCL WARN\s+(?P<msg>.*)$")
 _CHECK_RE = re.compile(r"Check failed:\s*(?P<msg>.*)$")
-_RUNTIME_ERROR_RE = re.compile(r"\b(?P<name>CUDA error|cuDNN error|NCCL error)(?: in)?: (?P<msg>\S.*)$")
+_RUNTIME_ERROR_RE = re.compile(r"\b(?:(?P<name>CUDA error|cuDNN error|NCCL error)|(?P<nccl>NCCL error) in): (?P<msg>\S.*)$")
 """A GPU runtime library's own statement of an error, whatever the error: the CUDA runtime's
 (``CUDA error: <cudaGetErrorString>``, as torch's CUDA checks word it), cuDNN's (``cuDNN error:
 CUDNN_STATUS_...``) and NCCL's as c10d states it (``NCCL error in: <file>:<line>, <reason>``, or
-``NCCL error: <reason>, NCCL version ...`` in a collective's async exception)."""
+``NCCL error: <reason>, NCCL version ...`` in a collective's async exception): exactly the forms
+``EVENT_TRIGGER`` keys, so a line keyed by another branch (a severity header) reads the same."""
 
 # template normalisation: what varies between two occurrences of the same failure
 _NORMALISE = tuple((re.compile(p), r) for p, r in (
@@ -531,7 +532,7 @@ def _record_event(p: Peeled, text: str, lineno: int, source: str, low: bool) -> 
         return event("slurm", p.daemon or "slurm", body.strip(), "consequence", p.daemon or p.process)
     m = _RUNTIME_ERROR_RE.search(body)
     if m is not None:
-        return event("runtime_error", m.group("name"), m.group("msg"), "primary")
+        return event("runtime_error", m.group("name") or m.group("nccl"), m.group("msg"), "primary")
     return None
 
 

@@ -159,6 +159,9 @@ def test_a_gpu_runtime_error_statement_alone_is_an_event_whatever_the_error():
     none("2026-05-12 08:01:39,331 - trainer - WARNING - retrying after CUDA error: out of memory")
     none("[W0801 12:00:00.123456 42 some_module.cpp:12] CUDA error: out of memory")
     none("CUDA error:")      # a statement without its error
+    # only the trigger's forms: a line keyed by its severity header reads as it would bare
+    none("CUDA error in: a.cu:12")
+    none("[E0801 12:00:00.123456 42 some_module.cpp:12] CUDA error in: a.cu:12")
     none("no CUDA errors seen")
 
 
